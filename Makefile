@@ -1,0 +1,56 @@
+# Makefile for the inbox extension (PGXS)
+#
+#   make demo        set up, build, install, and show two consumers racing
+#   make test        set up, build, install, and run every test
+#   make             build only (needs PostgreSQL's server headers)
+#   make install     install into the PostgreSQL that pg_config names
+#   make installcheck  run the tests against the installed extension; each
+#                    suite starts its own throwaway server (never run as root)
+
+EXTENSION = inbox
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" inbox.control)
+
+MODULE_big = inbox
+OBJS = \
+	src/inbox.o \
+	src/objects.o \
+	src/validate.o \
+	src/claim.o
+
+DATA_built = inbox--$(EXTVERSION).sql
+
+# Regress and isolation tests bring their own server, with the library
+# preloaded, so that installcheck never touches a user's cluster.
+REGRESS = objects claim claim_many claim_errors privileges search_path cache
+REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
+ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
+	duplicate-keeps-transaction race-claim-many
+ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
+TAP_TESTS = 1
+
+EXTRA_CLEAN = tmp_check_regress tmp_check_iso
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+ifneq ($(PGXS),)
+include $(PGXS)
+else
+all install installcheck:
+	@echo "pg_config was not found: install PostgreSQL's server headers first"
+	@echo "(as root: apt-get install postgresql-15 postgresql-server-dev-15),"
+	@echo "or run 'make demo' / 'make test', which do it for you."
+	@exit 1
+endif
+
+inbox--$(EXTVERSION).sql: inbox.sql
+	cp $< $@
+
+# The newcomer's two commands.  Both install what is missing, build,
+# install, and run as an unprivileged user; see scripts/.
+.PHONY: demo test
+demo:
+	@scripts/demo
+
+test:
+	@scripts/test

@@ -1,0 +1,45 @@
+--
+-- What CREATE EXTENSION inbox installs
+--
+CREATE EXTENSION inbox;
+
+-- The table, its key, limits and identity.
+\d inbox
+
+-- Registered for pg_dump, so markers survive a dump and restore.
+SELECT extconfig::regclass[] AS config_tables, extcondition
+FROM pg_extension WHERE extname = 'inbox';
+
+-- Functions: not STRICT (a NULL argument is an error, never a NULL answer),
+-- volatile, parallel unsafe.
+SELECT p.oid::regprocedure AS function, provolatile, proisstrict, proparallel,
+	   prosecdef, proconfig
+FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
+WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'inbox')
+  AND d.deptype = 'e'
+ORDER BY 1::text;
+
+-- Nothing is granted to PUBLIC.
+SELECT p.oid::regprocedure AS function,
+	   has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
+FROM pg_proc p WHERE p.proname LIKE 'inbox%' ORDER BY 1::text;
+SELECT has_table_privilege('public', 'inbox', 'SELECT') AS public_select,
+	   has_table_privilege('public', 'inbox', 'INSERT') AS public_insert;
+
+-- Every member object carries a comment.
+SELECT pg_describe_object(classid, objid, 0) AS uncommented
+FROM pg_depend
+WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'inbox')
+  AND deptype = 'e'
+  AND obj_description(objid, classid::regclass::name) IS NULL;
+
+-- The table enforces the documented key limits for rows written by hand.
+\set VERBOSITY terse
+INSERT INTO inbox (message_id, consumer) VALUES ('', 'c');
+INSERT INTO inbox (message_id, consumer) VALUES (repeat('x', 1025), 'c');
+INSERT INTO inbox (message_id, consumer) VALUES ('m', repeat('c', 257));
+INSERT INTO inbox (message_id, consumer) VALUES (repeat('x', 1024), repeat('c', 256));
+\set VERBOSITY default
+SELECT octet_length(message_id), octet_length(consumer), state, attempts FROM inbox;
+
+DROP EXTENSION inbox;

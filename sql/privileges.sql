@@ -1,0 +1,70 @@
+--
+-- Privileges: nothing for PUBLIC, and the grants the README documents
+--
+CREATE EXTENSION inbox;
+CREATE ROLE regress_inbox_nobody;
+CREATE ROLE regress_inbox_app;
+
+-- The grants an application role needs (README, "Privileges").
+GRANT EXECUTE ON FUNCTION inbox_claim(text, text), inbox_claim(uuid, text),
+	inbox_claim_many(text[], text) TO regress_inbox_app;
+GRANT INSERT, SELECT (message_id, consumer) ON inbox TO regress_inbox_app;
+
+-- An ungranted role is refused, whatever the marker's state.
+SELECT inbox_claim('m-1', 'credit') AS claimed_by_owner;
+SET ROLE regress_inbox_nobody;
+SELECT inbox_claim('m-1', 'credit');
+SELECT inbox_claim('m-2', 'credit');
+SELECT * FROM inbox_claim_many(ARRAY['m-2'], 'credit');
+RESET ROLE;
+
+-- EXECUTE alone is not enough: the probe answers only for roles that may
+-- write markers, so a duplicate and a new message get the same refusal.
+GRANT EXECUTE ON FUNCTION inbox_claim(text, text) TO regress_inbox_nobody;
+SET ROLE regress_inbox_nobody;
+SELECT inbox_claim('m-1', 'credit');
+SELECT inbox_claim('m-2', 'credit');
+RESET ROLE;
+
+-- The granted role works on every path.
+SET ROLE regress_inbox_app;
+SELECT inbox_claim('m-1', 'credit') AS duplicate;
+SELECT inbox_claim('m-2', 'credit') AS new_message;
+SELECT inbox_claim('m-2', 'credit') AS new_then_duplicate_same_xact;
+SELECT * FROM inbox_claim_many(ARRAY['m-2', 'm-3'], 'credit');
+RESET ROLE;
+
+-- Stopping one role from claiming another consumer's messages: row-level
+-- security with one INSERT policy per role.  With policies in force,
+-- every claim goes through the INSERT, so the policy decides.
+CREATE ROLE regress_inbox_credit;
+CREATE ROLE regress_inbox_email;
+GRANT regress_inbox_app TO regress_inbox_credit, regress_inbox_email;
+ALTER TABLE inbox ENABLE ROW LEVEL SECURITY;
+CREATE POLICY inbox_credit_claims ON inbox FOR INSERT TO regress_inbox_credit
+	WITH CHECK (consumer = 'credit');
+CREATE POLICY inbox_email_claims ON inbox FOR INSERT TO regress_inbox_email
+	WITH CHECK (consumer = 'email');
+CREATE POLICY inbox_read_own ON inbox FOR SELECT
+	TO regress_inbox_credit, regress_inbox_email
+	USING (consumer = CASE WHEN pg_has_role('regress_inbox_credit', 'USAGE')
+						   THEN 'credit' ELSE 'email' END);
+
+SET ROLE regress_inbox_credit;
+SELECT inbox_claim('p-1', 'credit') AS own_consumer;
+SELECT inbox_claim('p-1', 'credit') AS own_duplicate;
+SELECT inbox_claim('p-1', 'email');
+SELECT * FROM inbox_claim_many(ARRAY['p-2'], 'email');
+SELECT * FROM inbox_claim_many(ARRAY['p-2'], 'credit');
+RESET ROLE;
+
+SET ROLE regress_inbox_email;
+SELECT inbox_claim('p-1', 'email') AS own_consumer;
+SELECT inbox_claim('p-3', 'credit');
+RESET ROLE;
+
+SELECT message_id, consumer FROM inbox WHERE message_id LIKE 'p-%' ORDER BY 1, 2;
+
+DROP EXTENSION inbox;
+DROP ROLE regress_inbox_credit, regress_inbox_email, regress_inbox_app,
+	regress_inbox_nobody;

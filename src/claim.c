@@ -1,0 +1,474 @@
+/*-------------------------------------------------------------------------
+ *
+ * claim.c
+ *	  One-phase claims: inbox_claim and inbox_claim_many.
+ *
+ * A one-phase claim writes the marker row for (message_id, consumer) in the
+ * caller's own transaction, next to the business change, so that both
+ * commit or neither does.  The unique key on (message_id, consumer) picks
+ * the winner among concurrent claimers; this file only has to read that
+ * verdict correctly and cheaply.
+ *
+ * inbox_claim takes two paths:
+ *
+ *	1. A probe of the key index with the caller's active snapshot.  A marker
+ *	   that is visible (committed by someone else, or written earlier in this
+ *	   transaction) answers false at the cost of one index lookup: no
+ *	   subtransaction, no XID, no dead tuple, no identity value consumed.
+ *
+ *	2. Otherwise an INSERT of the marker inside an internal subtransaction.
+ *	   If another transaction holds an uncommitted marker for the same key,
+ *	   the btree waits for it: it commits and we get a unique violation, it
+ *	   aborts and our insert succeeds.  Only a unique violation on the inbox
+ *	   key is caught (answering false, with the subtransaction rolled back
+ *	   and the caller's transaction intact); every other error, including a
+ *	   serialization failure, a deadlock or a cancel, is re-thrown unchanged.
+ *	   Catching the violation, rather than INSERT ... ON CONFLICT DO
+ *	   NOTHING, is what lets REPEATABLE READ answer false where ON CONFLICT
+ *	   would raise a serialization failure for a row committed after the
+ *	   snapshot.
+ *
+ * Each successful path-2 claim leaves one committed subtransaction in the
+ * backend's 64-entry subxid cache until the top-level transaction ends, so
+ * inbox_claim_many does not use subtransactions at all: it probes every id,
+ * then inserts the rest with one INSERT ... ON CONFLICT DO NOTHING.
+ *
+ * Row-level security: when policies apply to the caller, the probe is
+ * skipped and every claim goes through the INSERT, so the policies' WITH
+ * CHECK clauses decide which consumers a role may claim for.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/resowner.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_claim);
+PG_FUNCTION_INFO_V1(inbox_claim_uuid);
+PG_FUNCTION_INFO_V1(inbox_claim_many);
+
+/*
+ * A saved SPI plan, built for one generation of the extension's objects
+ * (their schema is part of the query text).
+ */
+typedef struct ClaimPlan
+{
+	SPIPlanPtr	plan;
+	uint64		generation;
+} ClaimPlan;
+
+static ClaimPlan insert_one_plan;
+static ClaimPlan insert_many_plan;
+
+/* An open probe of the key index for one consumer. */
+typedef struct ClaimProbe
+{
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	ScanKeyData keys[2];
+} ClaimProbe;
+
+static Relation claim_open(const char *caller, InboxObjects *objects,
+						   Relation *index, bool *probe);
+static void claim_close(Relation heap, Relation index);
+static void probe_begin(ClaimProbe *probe, Relation heap, Relation index,
+						text *consumer);
+static bool probe_found(ClaimProbe *probe, text *message_id);
+static void probe_end(ClaimProbe *probe);
+static SPIPlanPtr claim_plan(ClaimPlan *cached, const InboxObjects *objects,
+							 const char *query_format, int nargs,
+							 Oid *argtypes);
+static bool claim_insert_one(const InboxObjects *objects, text *message_id,
+							 text *consumer);
+static bool claim_one(text *message_id, text *consumer);
+
+/*
+ * claim_open
+ *		Open the table and key index for a claim, after the checks that
+ *		apply to every claim.
+ *
+ * Sets *probe to whether the index may answer for existing markers, which
+ * is false when row-level security applies to the caller.  Returns the
+ * table, locked in RowExclusiveLock like any INSERT's target.
+ */
+static Relation
+claim_open(const char *caller, InboxObjects *objects, Relation *index,
+		   bool *probe)
+{
+	Relation	heap;
+	AclResult	aclresult;
+
+	PreventCommandIfReadOnly(caller);
+
+	heap = inbox_open_table(RowExclusiveLock, objects);
+
+	/*
+	 * The probe reads the index directly, so check here what the INSERT
+	 * would check, to give the same answer on both paths.
+	 */
+	aclresult = pg_class_aclcheck(objects->table_oid, GetUserId(), ACL_INSERT);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(heap));
+
+	*probe = !(heap->rd_rel->relrowsecurity &&
+			   check_enable_rls(objects->table_oid, InvalidOid, false) == RLS_ENABLED);
+
+	*index = index_open(objects->key_index_oid, RowExclusiveLock);
+	return heap;
+}
+
+/*
+ * claim_close
+ *		Close what claim_open opened, keeping the locks until commit.
+ */
+static void
+claim_close(Relation heap, Relation index)
+{
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+}
+
+/*
+ * probe_begin
+ *		Start an index scan for markers of one consumer, visible to the
+ *		active snapshot.
+ *
+ * Under SERIALIZABLE the scan takes the predicate locks a SELECT would, so
+ * a claim that saw no marker conflicts properly with one inserted later.
+ */
+static void
+probe_begin(ClaimProbe *probe, Relation heap, Relation index, text *consumer)
+{
+	ScanKeyEntryInitialize(&probe->keys[0], 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, index->rd_indcollation[0],
+						   F_TEXTEQ, (Datum) 0);
+	ScanKeyEntryInitialize(&probe->keys[1], 0, 2, BTEqualStrategyNumber,
+						   InvalidOid, index->rd_indcollation[1],
+						   F_TEXTEQ, PointerGetDatum(consumer));
+	probe->slot = table_slot_create(heap, NULL);
+	probe->scan = index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
+}
+
+/*
+ * probe_found
+ *		Is a marker for this message (and the probe's consumer) visible?
+ */
+static bool
+probe_found(ClaimProbe *probe, text *message_id)
+{
+	probe->keys[0].sk_argument = PointerGetDatum(message_id);
+	index_rescan(probe->scan, probe->keys, 2, NULL, 0);
+	return index_getnext_slot(probe->scan, ForwardScanDirection, probe->slot);
+}
+
+/*
+ * probe_end
+ *		Release the probe's scan and slot.
+ */
+static void
+probe_end(ClaimProbe *probe)
+{
+	index_endscan(probe->scan);
+	ExecDropSingleTupleTableSlot(probe->slot);
+}
+
+/*
+ * claim_plan
+ *		The saved plan for a query on the inbox table, prepared on first use
+ *		and again whenever the extension's objects change.
+ *
+ * query_format has one %s, replaced by the extension's quoted schema.  The
+ * caller must be connected to SPI.  ALTER TABLE needs no rebuild here: the
+ * plan cache replans a saved plan whose table changed.
+ */
+static SPIPlanPtr
+claim_plan(ClaimPlan *cached, const InboxObjects *objects,
+		   const char *query_format, int nargs, Oid *argtypes)
+{
+	if (cached->plan == NULL || cached->generation != objects->generation)
+	{
+		char	   *query;
+		SPIPlanPtr	plan;
+
+		query = psprintf(query_format,
+						 quote_identifier(NameStr(objects->schema_name)));
+		plan = SPI_prepare(query, nargs, argtypes);
+		if (plan == NULL)
+			elog(ERROR, "could not prepare inbox query: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+
+		/*
+		 * The old plan cannot be running: it was built on objects that no
+		 * longer exist, and a table in use cannot be dropped.
+		 */
+		if (cached->plan != NULL)
+			SPI_freeplan(cached->plan);
+		cached->plan = plan;
+		cached->generation = objects->generation;
+		pfree(query);
+	}
+	return cached->plan;
+}
+
+/*
+ * claim_insert_one
+ *		Insert one marker in a subtransaction; false if the key is taken.
+ */
+static bool
+claim_insert_one(const InboxObjects *objects, text *message_id,
+				 text *consumer)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	MemoryContext oldcontext;
+	ResourceOwner oldowner;
+	SPIPlanPtr	plan;
+	Datum		values[3];
+	bool		claimed = false;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	plan = claim_plan(&insert_one_plan, objects,
+					  "INSERT INTO %s.inbox"
+					  " (message_id, consumer, state, received_at, processed_at)"
+					  " VALUES ($1, $2, 'processed', $3, $3)",
+					  3, argtypes);
+
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	oldcontext = CurrentMemoryContext;
+	oldowner = CurrentResourceOwner;
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+
+	PG_TRY();
+	{
+		int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
+
+		if (rc != SPI_OK_INSERT || SPI_processed != 1)
+			elog(ERROR, "inbox marker insert returned %s, " UINT64_FORMAT " rows",
+				 SPI_result_code_string(rc), SPI_processed);
+
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		claimed = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* Same recovery as PL/pgSQL's exception blocks. */
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+
+		if (!inbox_is_key_violation(edata, objects))
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+
+	SPI_finish();
+	return claimed;
+}
+
+/*
+ * claim_one
+ *		The claim shared by both inbox_claim signatures.
+ */
+static bool
+claim_one(text *message_id, text *consumer)
+{
+	InboxObjects objects;
+	Relation	heap;
+	Relation	index;
+	bool		probe;
+	bool		found = false;
+
+	heap = claim_open("inbox_claim()", &objects, &index, &probe);
+	if (probe)
+	{
+		ClaimProbe	p;
+
+		probe_begin(&p, heap, index, consumer);
+		found = probe_found(&p, message_id);
+		probe_end(&p);
+	}
+	claim_close(heap, index);
+
+	if (found)
+		return false;
+	return claim_insert_one(&objects, message_id, consumer);
+}
+
+/*
+ * inbox_claim(message_id text, consumer text) returns boolean
+ *
+ * True: this transaction now owns the message; do the work and commit.
+ * False: a marker already exists; acknowledge the message and skip it.
+ */
+Datum
+inbox_claim(PG_FUNCTION_ARGS)
+{
+	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
+	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
+
+	PG_RETURN_BOOL(claim_one(message_id, consumer));
+}
+
+/*
+ * inbox_claim(message_id uuid, consumer text) returns boolean
+ *
+ * The uuid is stored in its canonical text form (lower case, hyphenated),
+ * so it meets the same marker as the text call with that form.
+ */
+Datum
+inbox_claim_uuid(PG_FUNCTION_ARGS)
+{
+	text	   *message_id;
+	text	   *consumer;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("message_id must not be null")));
+	message_id = cstring_to_text(DatumGetCString(DirectFunctionCall1(uuid_out,
+																	 PG_GETARG_DATUM(0))));
+	consumer = inbox_arg_consumer(fcinfo, 1);
+
+	PG_RETURN_BOOL(claim_one(message_id, consumer));
+}
+
+/*
+ * inbox_claim_many(message_ids text[], consumer text) returns setof text
+ *
+ * Claims a batch and returns the ids this call claimed; an id repeated in
+ * the array is claimed (and returned) once.  Uses no subtransaction: ids
+ * with a visible marker are dropped by the probe, and the rest go into one
+ * INSERT ... ON CONFLICT DO NOTHING, which waits for concurrent claimers
+ * of the same ids like a single claim does.
+ */
+Datum
+inbox_claim_many(PG_FUNCTION_ARGS)
+{
+	static Oid	argtypes[] = {TEXTARRAYOID, TEXTOID, TIMESTAMPTZOID};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *array;
+	text	   *consumer;
+	Datum	   *ids;
+	bool	   *nulls;
+	int			nids;
+	int			nfresh = 0;
+	InboxObjects objects;
+	Relation	heap;
+	Relation	index;
+	bool		probe;
+	SPIPlanPtr	plan;
+	Datum		values[3];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("message_ids must not be null")));
+	array = PG_GETARG_ARRAYTYPE_P(0);
+	consumer = inbox_arg_consumer(fcinfo, 1);
+
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("message_ids must be a one-dimensional array")));
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
+					  &ids, &nulls, &nids);
+	for (int i = 0; i < nids; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("message_ids must not contain nulls"),
+					 errdetail("Element %d of the array is null.", i + 1)));
+		inbox_check_message_id(DatumGetTextPP(ids[i]), i + 1);
+	}
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (nids == 0)
+		return (Datum) 0;
+
+	/* Keep only the ids without a visible marker, in their array order. */
+	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
+	if (probe)
+	{
+		ClaimProbe	p;
+
+		probe_begin(&p, heap, index, consumer);
+		for (int i = 0; i < nids; i++)
+		{
+			if (!probe_found(&p, DatumGetTextPP(ids[i])))
+				ids[nfresh++] = ids[i];
+		}
+		probe_end(&p);
+	}
+	else
+		nfresh = nids;
+	claim_close(heap, index);
+
+	if (nfresh == 0)
+		return (Datum) 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "could not connect to SPI");
+	plan = claim_plan(&insert_many_plan, &objects,
+					  "INSERT INTO %s.inbox"
+					  " (message_id, consumer, state, received_at, processed_at)"
+					  " SELECT id, $2, 'processed', $3, $3"
+					  " FROM pg_catalog.unnest($1) AS id"
+					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO NOTHING"
+					  " RETURNING message_id",
+					  3, argtypes);
+
+	values[0] = PointerGetDatum(construct_array(ids, nfresh, TEXTOID, -1,
+												false, TYPALIGN_INT));
+	values[1] = PointerGetDatum(consumer);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "inbox batch insert failed");
+
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		Datum		id = SPI_getbinval(SPI_tuptable->vals[row],
+									   SPI_tuptable->tupdesc, 1, &isnull);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+	}
+	SPI_finish();
+
+	return (Datum) 0;
+}

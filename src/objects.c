@@ -1,0 +1,200 @@
+/*-------------------------------------------------------------------------
+ *
+ * objects.c
+ *	  Finding the extension's table and key index, cached per backend.
+ *
+ * inbox_claim runs once for every message a system consumes, so it must not
+ * look anything up in the catalogs per call.  The first call in a backend
+ * reads the extension's recorded schema from pg_extension and resolves the
+ * table and its unique key index by name in that schema (never through the
+ * caller's search_path); later calls reuse the OIDs.
+ *
+ * Invalidation: a relcache callback marks the cache stale whenever the inbox
+ * table's or key index's relcache entry is invalidated (ALTER TABLE, DROP EXTENSION, ALTER
+ * EXTENSION ... SET SCHEMA, or a full reset).  The callback only clears a
+ * flag: it can run at any lock acquisition, so it must not free anything a
+ * caller might be using.  inbox_open_table() re-resolves a stale cache and
+ * re-checks it after taking the table lock, because taking that lock is
+ * exactly when pending invalidations are absorbed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "catalog/namespace.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+#include "inbox.h"
+
+static InboxObjects objects_cache;
+static bool objects_cache_valid = false;
+
+static void objects_invalidate(Datum arg, Oid relid);
+static void objects_lookup(void);
+static Oid	objects_extension_schema(void);
+
+/*
+ * inbox_objects_init
+ *		Register the invalidation callback; called once from _PG_init.
+ */
+void
+inbox_objects_init(void)
+{
+	CacheRegisterRelcacheCallback(objects_invalidate, (Datum) 0);
+}
+
+/*
+ * objects_invalidate
+ *		Relcache callback: forget the cached OIDs when the table or its key
+ *		index changes (a renamed key must be noticed: errors name it).
+ *
+ * relid is InvalidOid when the whole relcache is being reset.
+ */
+static void
+objects_invalidate(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == objects_cache.table_oid ||
+		relid == objects_cache.key_index_oid)
+		objects_cache_valid = false;
+}
+
+/*
+ * objects_extension_schema
+ *		The schema recorded for the inbox extension in this database.
+ *
+ * pg_extension has no syscache, so this is an index scan; it runs only when
+ * the cache is rebuilt.
+ */
+static Oid
+objects_extension_schema(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			schema = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum(INBOX_EXTENSION_NAME));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is not installed in this database",
+						INBOX_EXTENSION_NAME),
+				 errhint("Run CREATE EXTENSION %s.", INBOX_EXTENSION_NAME)));
+	return schema;
+}
+
+/*
+ * objects_lookup
+ *		Resolve the extension's schema, table and key index into the cache.
+ */
+static void
+objects_lookup(void)
+{
+	static uint64 generation = 0;
+	Oid			schema = objects_extension_schema();
+	Oid			table = get_relname_relid(INBOX_TABLE_NAME, schema);
+	Oid			key_index = get_relname_relid(INBOX_KEY_NAME, schema);
+	char	   *schema_name = get_namespace_name(schema);
+
+	if (!OidIsValid(table) || !OidIsValid(key_index) || schema_name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is missing its table or key index",
+						INBOX_EXTENSION_NAME),
+				 errdetail("Expected table \"%s\" and index \"%s\" in schema \"%s\".",
+						   INBOX_TABLE_NAME, INBOX_KEY_NAME,
+						   schema_name ? schema_name : "?"),
+				 errhint("Recreate the extension with DROP EXTENSION and CREATE EXTENSION.")));
+
+	/*
+	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the OIDs as
+	 * they were; only a real change of objects starts a new generation, so
+	 * that plans built on the old ones are rebuilt.
+	 */
+	if (schema != objects_cache.schema_oid ||
+		table != objects_cache.table_oid ||
+		key_index != objects_cache.key_index_oid ||
+		strcmp(schema_name, NameStr(objects_cache.schema_name)) != 0)
+	{
+		objects_cache.schema_oid = schema;
+		objects_cache.table_oid = table;
+		objects_cache.key_index_oid = key_index;
+		namestrcpy(&objects_cache.schema_name, schema_name);
+		objects_cache.generation = ++generation;
+	}
+	objects_cache_valid = true;
+}
+
+/*
+ * inbox_open_table
+ *		Open the inbox table with the given lock, and describe the objects.
+ *
+ * Copies the current object description into *objects, so that the caller
+ * holds a consistent snapshot of it even if an invalidation arrives later
+ * in the call.  The caller closes the table with table_close(rel, NoLock),
+ * keeping the lock until the end of the transaction like the executor does.
+ */
+Relation
+inbox_open_table(LOCKMODE lockmode, InboxObjects *objects)
+{
+	for (;;)
+	{
+		Relation	rel;
+
+		if (!objects_cache_valid)
+			objects_lookup();
+		*objects = objects_cache;
+
+		/*
+		 * Locking absorbs pending invalidations, which may show that the
+		 * OIDs we just used are stale (the table was dropped, moved or
+		 * renamed).  Then look them up again and retry.
+		 */
+		rel = try_table_open(objects->table_oid, lockmode);
+		if (rel != NULL && objects_cache_valid &&
+			objects_cache.generation == objects->generation)
+			return rel;
+		if (rel != NULL)
+			table_close(rel, lockmode);
+		objects_cache_valid = false;
+	}
+}
+
+/*
+ * inbox_is_key_violation
+ *		Is this error a unique violation on the inbox key, and nothing else?
+ *
+ * A unique violation on any other constraint (one a DBA added, or the
+ * primary key) is a real bug and must propagate, so the constraint, table
+ * and schema named in the error must all be ours.
+ */
+bool
+inbox_is_key_violation(const ErrorData *edata, const InboxObjects *objects)
+{
+	return edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION &&
+		edata->constraint_name != NULL &&
+		edata->table_name != NULL &&
+		edata->schema_name != NULL &&
+		strcmp(edata->constraint_name, INBOX_KEY_NAME) == 0 &&
+		strcmp(edata->table_name, INBOX_TABLE_NAME) == 0 &&
+		strcmp(edata->schema_name, NameStr(objects->schema_name)) == 0;
+}
