@@ -1,0 +1,70 @@
+# scripts/common.sh: set-up shared by "make demo" and "make test".
+#
+# Installs what is missing (as root, with apt-get; otherwise it prints the
+# exact command), builds and installs the extension, and picks the
+# unprivileged user that runs PostgreSQL servers: PostgreSQL refuses to run
+# as root.  Sourced, not run.
+
+PG_MAJOR=15
+PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_CONFIG=$PG_BIN/pg_config
+PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libipc-run-perl"
+
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+# ensure_packages: install the Debian packages the build and tests need.
+ensure_packages() {
+	local missing="" p
+	for p in $PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+			missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	if ! is_root; then
+		die "missing Debian packages:$missing
+run as root:  apt-get update && apt-get install -y$missing"
+	fi
+	say "==> installing$missing"
+	apt-get update -q >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null
+}
+
+# build_and_install: compile and install the extension into PostgreSQL 15.
+build_and_install() {
+	say "==> building"
+	make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
+	say "==> installing into $("$PG_CONFIG" --sharedir)/extension"
+	if ! make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null; then
+		die "could not install; run:  sudo make -C '$TOP' PG_CONFIG=$PG_CONFIG install"
+	fi
+}
+
+# server_user: the unprivileged user that runs servers and tests.
+server_user() {
+	if is_root; then
+		id postgres >/dev/null 2>&1 || die "no 'postgres' user (it comes with the postgresql-$PG_MAJOR package)"
+		echo postgres
+	else
+		id -un
+	fi
+}
+
+# as_server_user CMD...: run a command as that user, keeping PATH.
+as_server_user() {
+	if is_root; then
+		runuser -u "$(server_user)" -- env PATH="$PG_BIN:$PATH" "$@"
+	else
+		env PATH="$PG_BIN:$PATH" "$@"
+	fi
+}
+
+# prepare: everything both commands need before they start a server.
+prepare() {
+	ensure_packages
+	build_and_install
+}

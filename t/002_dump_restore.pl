@@ -1,0 +1,66 @@
+# pg_dump / pg_restore keeps every marker, so a restored database does not
+# process any message again, and the identity continues past the highest
+# restored id.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('dump');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'inbox'");
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE DATABASE source');
+$node->safe_psql('source', q{
+	CREATE EXTENSION inbox;
+	SELECT inbox_claim('m-' || g, 'credit') FROM generate_series(1, 100) g;
+	SELECT count(*) FROM inbox_claim_many(ARRAY['b-1', 'b-2', 'b-3'], 'audit');
+});
+my $max_id = $node->safe_psql('source', 'SELECT max(id) FROM inbox');
+
+my $dump = $node->basedir . '/source.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'source' ],
+	'pg_dump of a database with markers');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok([ 'pg_restore', '-d', 'restored', $dump ],
+	'pg_restore into an empty database');
+
+is( $node->safe_psql('restored',
+		'SELECT count(*), max(id), count(DISTINCT consumer) FROM inbox'),
+	"103|$max_id|2",
+	'every marker is restored');
+
+is( $node->safe_psql(
+		'restored', q{
+		SELECT inbox_claim('m-1', 'credit');
+		SELECT inbox_claim('m-100', 'credit');
+		SELECT count(*) FROM inbox_claim_many(ARRAY['b-1', 'b-2', 'b-3'], 'audit');
+	}),
+	"f\nf\n0",
+	'restored markers still deduplicate');
+
+is( $node->safe_psql(
+		'restored', q{
+		SELECT inbox_claim('m-101', 'credit');
+		SELECT id > } . $max_id . q{ FROM inbox WHERE message_id = 'm-101';
+	}),
+	"t\nt",
+	'a new marker gets an id past the highest restored one');
+
+# A plain-format dump restores through psql just as well.
+my $plain = $node->basedir . '/source.sql';
+$node->command_ok([ 'pg_dump', '-f', $plain, '-d', 'source' ],
+	'plain pg_dump');
+$node->safe_psql('postgres', 'CREATE DATABASE restored_plain');
+$node->command_ok(
+	[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'restored_plain', '-f', $plain ],
+	'plain dump restores');
+is( $node->safe_psql('restored_plain',
+		q{SELECT count(*), inbox_claim('m-50', 'credit') FROM inbox}),
+	'103|f',
+	'plain restore keeps markers');
+
+done_testing();
