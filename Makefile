@@ -2,6 +2,8 @@
 #
 #   make demo        set up, build, install, and show two consumers racing
 #   make test        set up, build, install, and run every test
+#   make bench       set up, build, install, and compare inbox_claim with
+#                    what users write by hand (bench/results/)
 #   make             build only (needs PostgreSQL's server headers)
 #   make install     install into the PostgreSQL that pg_config names
 #   make installcheck  run the tests against the installed extension; each
@@ -15,16 +17,19 @@ OBJS = \
 	src/inbox.o \
 	src/objects.o \
 	src/validate.o \
-	src/claim.o
+	src/claim.o \
+	src/twophase.o
 
 DATA_built = inbox--$(EXTVERSION).sql
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
-REGRESS = objects claim claim_many claim_errors privileges search_path cache
+REGRESS = objects claim claim_many claim_errors privileges search_path cache \
+	twophase sweeper twophase_errors configure
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
-	duplicate-keeps-transaction race-claim-many
+	duplicate-keeps-transaction race-claim-many \
+	twophase-begin-race twophase-takeover twophase-sweepers
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 
@@ -48,9 +53,13 @@ inbox--$(EXTVERSION).sql: inbox.sql
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.
-.PHONY: demo test
+.PHONY: demo test bench
 demo:
 	@scripts/demo
 
 test:
 	@scripts/test
+
+# Not part of make test: benchmarks take minutes and assert nothing.
+bench:
+	@bench/run

@@ -62,6 +62,44 @@ SELECT pg_catalog.pg_extension_config_dump('inbox_id_seq', '');
 
 COMMENT ON SEQUENCE inbox_id_seq IS 'identity of inbox.id';
 
+-- Two-phase claims and sweepers look for open claims of one consumer.  The
+-- index is partial, so one-phase markers (processed at once) never enter it.
+CREATE INDEX inbox_open_claims ON inbox (consumer, id)
+	WHERE state IN ('claimed', 'released');
+
+-- Fencing tokens: every change of ownership of a two-phase claim draws the
+-- next value, so tokens strictly increase across all claims.  A sequence
+-- never hands out a value twice, even across a crash (it logs ahead), and
+-- it is dumped with its position, so a restore continues past it.
+CREATE SEQUENCE inbox_token_seq AS bigint;
+SELECT pg_catalog.pg_extension_config_dump('inbox_token_seq', '');
+
+COMMENT ON SEQUENCE inbox_token_seq IS 'fencing tokens of two-phase claims';
+
+--
+-- Per-consumer settings; a NULL column falls back to the inbox.* setting.
+--
+
+CREATE TABLE inbox_consumers (
+	consumer		text PRIMARY KEY,
+	retention		interval,
+	lease			interval,
+	max_attempts	integer,
+
+	CONSTRAINT inbox_consumers_consumer_length
+		CHECK (pg_catalog.octet_length(consumer) BETWEEN 1 AND 256),
+	CONSTRAINT inbox_consumers_retention_positive
+		CHECK (retention > interval '0'),
+	CONSTRAINT inbox_consumers_lease_range
+		CHECK (lease > interval '0' AND lease <= interval '24 hours'),
+	CONSTRAINT inbox_consumers_max_attempts_positive
+		CHECK (max_attempts >= 1)
+);
+SELECT pg_catalog.pg_extension_config_dump('inbox_consumers', '');
+
+COMMENT ON TABLE inbox_consumers IS
+'per-consumer settings, written by inbox_configure; NULL means the inbox.* setting';
+
 --
 -- One-phase claims, inside the caller's business transaction.
 --
@@ -96,6 +134,128 @@ COMMENT ON FUNCTION inbox_claim_many(text[], text) IS
 'claims a batch of message ids for consumer in the current transaction; returns the ids this call claimed';
 
 --
+-- Two-phase claims, each call in its own short transaction.
+--
+
+CREATE FUNCTION inbox_begin(message_id text, consumer text,
+							lease interval DEFAULT NULL, payload jsonb DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'inbox_begin'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_begin(text, text, interval, jsonb) IS
+'starts a two-phase claim with a lease: a new fencing token, or NULL when the message is processed, failed or held by a live claim';
+
+CREATE FUNCTION inbox_extend(message_id text, consumer text, token bigint,
+							 lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_extend'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_extend(text, text, bigint, interval) IS
+'heartbeat: renews the lease from now if token is still the current claim';
+
+CREATE FUNCTION inbox_complete(message_id text, consumer text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_complete'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_complete(text, text, bigint) IS
+'marks the claim processed if token is current (true again for a repeat with the same token); false when ownership was lost';
+
+CREATE FUNCTION inbox_fail(message_id text, consumer text, token bigint, error text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_fail'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_fail(text, text, bigint, text) IS
+'records error and releases the claim for retry, or marks it failed when attempts are used up; false when ownership was lost';
+
+CREATE FUNCTION inbox_next(consumer text, lease interval DEFAULT NULL,
+						   max integer DEFAULT 10)
+RETURNS TABLE (message_id text, token bigint, attempts integer, payload jsonb)
+AS 'MODULE_PATHNAME', 'inbox_next'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 10;
+
+COMMENT ON FUNCTION inbox_next(text, interval, integer) IS
+'for a sweeper: takes released and expired claims, oldest first, with new tokens; concurrent sweepers get disjoint claims';
+
+--
+-- Configuration and monitoring.
+--
+
+CREATE FUNCTION inbox_configure(consumer text,
+								retention interval DEFAULT NULL,
+								lease interval DEFAULT NULL,
+								max_attempts integer DEFAULT NULL)
+RETURNS inbox_consumers
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	result @extschema@.inbox_consumers;
+BEGIN
+	IF consumer IS NULL THEN
+		RAISE EXCEPTION 'consumer must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF consumer = '' THEN
+		RAISE EXCEPTION 'consumer must not be empty' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF octet_length(consumer) > 256 THEN
+		RAISE EXCEPTION 'consumer is too long'
+			USING ERRCODE = 'string_data_right_truncation',
+				  DETAIL = format('It is %s bytes long; the limit is 256 bytes.', octet_length(consumer));
+	END IF;
+	IF retention <= interval '0' THEN
+		RAISE EXCEPTION 'retention must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF lease <= interval '0' THEN
+		RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF lease > interval '24 hours' THEN
+		RAISE EXCEPTION 'lease must be at most 24 hours'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Renew the lease of a longer job with inbox_extend.';
+	END IF;
+	IF max_attempts < 1 THEN
+		RAISE EXCEPTION 'max_attempts must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+
+	INSERT INTO @extschema@.inbox_consumers AS c (consumer, retention, lease, max_attempts)
+	VALUES (inbox_configure.consumer, inbox_configure.retention,
+			inbox_configure.lease, inbox_configure.max_attempts)
+	ON CONFLICT ON CONSTRAINT inbox_consumers_pkey DO UPDATE
+	SET retention = COALESCE(excluded.retention, c.retention),
+		lease = COALESCE(excluded.lease, c.lease),
+		max_attempts = COALESCE(excluded.max_attempts, c.max_attempts)
+	RETURNING c.* INTO result;
+	RETURN result;
+END
+$$;
+
+COMMENT ON FUNCTION inbox_configure(text, interval, interval, integer) IS
+'sets a consumer''s retention, lease and max_attempts; arguments left out (or NULL) keep their current value';
+
+CREATE VIEW inbox_stats AS
+SELECT i.consumer,
+	   count(*) FILTER (WHERE i.state = 'processed') AS processed,
+	   count(*) FILTER (WHERE i.state = 'claimed'
+						AND i.lease_until > pg_catalog.clock_timestamp()) AS in_flight,
+	   count(*) FILTER (WHERE i.state = 'claimed'
+						AND i.lease_until <= pg_catalog.clock_timestamp()) AS expired,
+	   count(*) FILTER (WHERE i.state = 'released') AS released,
+	   count(*) FILTER (WHERE i.state = 'failed') AS failed,
+	   pg_catalog.clock_timestamp()
+		 - min(i.received_at) FILTER (WHERE i.state = 'claimed') AS oldest_in_flight_age,
+	   pg_catalog.clock_timestamp()
+		 - min(i.received_at) FILTER (WHERE i.state = 'released') AS oldest_released_age
+FROM @extschema@.inbox i
+GROUP BY i.consumer;
+
+COMMENT ON VIEW inbox_stats IS
+'per consumer: markers by state, and the age of the oldest open claims (reads the whole table)';
+
+--
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an
 -- application role needs.
 --
@@ -103,4 +263,11 @@ COMMENT ON FUNCTION inbox_claim_many(text[], text) IS
 REVOKE ALL ON FUNCTION inbox_claim(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim_many(text[], text) FROM PUBLIC;
-REVOKE ALL ON TABLE inbox FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_begin(text, text, interval, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_extend(text, text, bigint, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_fail(text, text, bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_next(text, interval, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_configure(text, interval, interval, integer) FROM PUBLIC;
+REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
+REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;

@@ -63,6 +63,46 @@ as_server_user() {
 	fi
 }
 
+# start_server NAME [SETTING...]: start a throwaway server under .run/NAME
+# (or a temp dir if the server user cannot reach the checkout), as the
+# server user, on a private socket with no TCP, the library preloaded.
+# Sets RUNDIR; the server is stopped and its data removed on exit.
+start_server() {
+	local name=$1 user setting
+	shift
+	user=$(server_user)
+	RUNDIR=$TOP/.run/$name
+	mkdir -p "$RUNDIR" 2>/dev/null || true
+	is_root && chown "$user" "$RUNDIR" 2>/dev/null || true
+	if ! as_server_user test -w "$RUNDIR"; then
+		RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/inbox-$name.XXXXXX")
+		is_root && chown "$user" "$RUNDIR"
+	fi
+	trap stop_server EXIT
+
+	say "==> starting a throwaway server in $RUNDIR"
+	rm -rf "$RUNDIR/data" "$RUNDIR/server.log"
+	as_server_user initdb -D "$RUNDIR/data" -A trust -U postgres >/dev/null
+	{
+		echo "shared_preload_libraries = 'inbox'"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$RUNDIR'"
+		for setting in "$@"; do echo "$setting"; done
+	} >>"$RUNDIR/data/postgresql.conf"
+	as_server_user pg_ctl -D "$RUNDIR/data" -l "$RUNDIR/server.log" -w start >/dev/null
+}
+
+# stop_server: stop the server start_server started and remove its data.
+stop_server() {
+	as_server_user pg_ctl -D "$RUNDIR/data" -m fast -w stop >/dev/null 2>&1 || true
+	rm -rf "$RUNDIR/data"
+}
+
+# server_psql ARGS...: psql as the superuser of the throwaway server.
+server_psql() {
+	as_server_user psql -X -q -h "$RUNDIR" -U postgres -d postgres -v ON_ERROR_STOP=1 "$@"
+}
+
 # prepare: everything both commands need before they start a server.
 prepare() {
 	ensure_packages

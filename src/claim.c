@@ -50,7 +50,6 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -68,18 +67,8 @@ PG_FUNCTION_INFO_V1(inbox_claim);
 PG_FUNCTION_INFO_V1(inbox_claim_uuid);
 PG_FUNCTION_INFO_V1(inbox_claim_many);
 
-/*
- * A saved SPI plan, built for one generation of the extension's objects
- * (their schema is part of the query text).
- */
-typedef struct ClaimPlan
-{
-	SPIPlanPtr	plan;
-	uint64		generation;
-} ClaimPlan;
-
-static ClaimPlan insert_one_plan;
-static ClaimPlan insert_many_plan;
+static InboxPlan insert_one_plan;
+static InboxPlan insert_many_plan;
 
 /* An open probe of the key index for one consumer. */
 typedef struct ClaimProbe
@@ -96,9 +85,6 @@ static void probe_begin(ClaimProbe *probe, Relation heap, Relation index,
 						text *consumer);
 static bool probe_found(ClaimProbe *probe, text *message_id);
 static void probe_end(ClaimProbe *probe);
-static SPIPlanPtr claim_plan(ClaimPlan *cached, const InboxObjects *objects,
-							 const char *query_format, int nargs,
-							 Oid *argtypes);
 static bool claim_insert_one(const InboxObjects *objects, text *message_id,
 							 text *consumer);
 static bool claim_one(text *message_id, text *consumer);
@@ -194,45 +180,6 @@ probe_end(ClaimProbe *probe)
 }
 
 /*
- * claim_plan
- *		The saved plan for a query on the inbox table, prepared on first use
- *		and again whenever the extension's objects change.
- *
- * query_format has one %s, replaced by the extension's quoted schema.  The
- * caller must be connected to SPI.  ALTER TABLE needs no rebuild here: the
- * plan cache replans a saved plan whose table changed.
- */
-static SPIPlanPtr
-claim_plan(ClaimPlan *cached, const InboxObjects *objects,
-		   const char *query_format, int nargs, Oid *argtypes)
-{
-	if (cached->plan == NULL || cached->generation != objects->generation)
-	{
-		char	   *query;
-		SPIPlanPtr	plan;
-
-		query = psprintf(query_format,
-						 quote_identifier(NameStr(objects->schema_name)));
-		plan = SPI_prepare(query, nargs, argtypes);
-		if (plan == NULL)
-			elog(ERROR, "could not prepare inbox query: %s",
-				 SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-
-		/*
-		 * The old plan cannot be running: it was built on objects that no
-		 * longer exist, and a table in use cannot be dropped.
-		 */
-		if (cached->plan != NULL)
-			SPI_freeplan(cached->plan);
-		cached->plan = plan;
-		cached->generation = objects->generation;
-		pfree(query);
-	}
-	return cached->plan;
-}
-
-/*
  * claim_insert_one
  *		Insert one marker in a subtransaction; false if the key is taken.
  */
@@ -245,12 +192,11 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 	ResourceOwner oldowner;
 	SPIPlanPtr	plan;
 	Datum		values[3];
-	bool		claimed = false;
+	volatile bool claimed = false;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "could not connect to SPI");
-	plan = claim_plan(&insert_one_plan, objects,
-					  "INSERT INTO %s.inbox"
+	SPI_connect();
+	plan = inbox_plan(&insert_one_plan, objects,
+					  "INSERT INTO %1$s.inbox"
 					  " (message_id, consumer, state, received_at, processed_at)"
 					  " VALUES ($1, $2, 'processed', $3, $3)",
 					  3, argtypes);
@@ -441,10 +387,9 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	if (nfresh == 0)
 		return (Datum) 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "could not connect to SPI");
-	plan = claim_plan(&insert_many_plan, &objects,
-					  "INSERT INTO %s.inbox"
+	SPI_connect();
+	plan = inbox_plan(&insert_many_plan, &objects,
+					  "INSERT INTO %1$s.inbox"
 					  " (message_id, consumer, state, received_at, processed_at)"
 					  " SELECT id, $2, 'processed', $3, $3"
 					  " FROM pg_catalog.unnest($1) AS id"

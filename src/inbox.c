@@ -12,12 +12,21 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "utils/guc.h"
 
 #include "inbox.h"
 
 PG_MODULE_MAGIC;
+
+/* Settings; each is the default a consumer gets without inbox_configure. */
+int			inbox_lease = 300;		/* seconds */
+int			inbox_max_attempts = 5;
+int			inbox_retention = 7 * 24 * 60;	/* minutes */
+
+static void define_settings(void);
 
 /*
  * _PG_init
@@ -27,7 +36,41 @@ void
 _PG_init(void)
 {
 	inbox_objects_init();
+	define_settings();
+}
 
-	/* Settings will be named inbox.*; claim the prefix now. */
+/*
+ * define_settings
+ *		Define the inbox.* settings and reserve the prefix.
+ *
+ * The per-claim defaults are USERSET: a session may choose its own, and
+ * inbox_configure overrides them per consumer.  Retention is SIGHUP: it
+ * governs maintenance, which must not depend on one session's choice.
+ */
+static void
+define_settings(void)
+{
+	DefineCustomIntVariable("inbox.lease",
+							"Default lease of a two-phase claim.",
+							"Used when neither the call nor inbox_configure gives one.",
+							&inbox_lease,
+							300, 1, INBOX_LEASE_MAX_SECONDS,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("inbox.max_attempts",
+							"Default number of attempts before a two-phase claim fails.",
+							"Used when inbox_configure gives none for the consumer.",
+							&inbox_max_attempts,
+							5, 1, INT_MAX,
+							PGC_USERSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("inbox.retention",
+							"Default time processed and failed markers are kept.",
+							"Used when inbox_configure gives none for the consumer.",
+							&inbox_retention,
+							7 * 24 * 60, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MIN,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("inbox");
 }

@@ -6,9 +6,11 @@
  * Each source file owns one responsibility:
  *
  *	inbox.c		module entry point and settings
- *	objects.c	finding the extension's table and index, cached per backend
+ *	objects.c	finding the extension's objects and the plans built on them,
+ *				cached per backend
  *	validate.c	argument checks shared by every SQL-callable function
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
+ *	twophase.c	two-phase claims with leases and fencing tokens
  *
  *-------------------------------------------------------------------------
  */
@@ -17,6 +19,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
@@ -32,6 +35,16 @@
  */
 #define INBOX_MESSAGE_ID_MAX_BYTES	1024
 #define INBOX_CONSUMER_MAX_BYTES	256
+
+/*
+ * Longest lease a claim may ask for.  A longer job renews its lease with
+ * inbox_extend (a heartbeat) instead: an owner that dies is then noticed
+ * within one lease.  Keep inbox.sql's CHECK on inbox_consumers in step.
+ */
+#define INBOX_LEASE_MAX_SECONDS		(24 * 60 * 60)
+
+/* Most claims one inbox_next call may take. */
+#define INBOX_NEXT_MAX				10000
 
 /* Names fixed by the install script (inbox.sql). */
 #define INBOX_EXTENSION_NAME	"inbox"
@@ -52,18 +65,37 @@ typedef struct InboxObjects
 								 * again; cached plans compare it */
 } InboxObjects;
 
+/*
+ * A saved SPI plan, valid for one generation of the extension's objects
+ * (their schema is part of the query text).
+ */
+typedef struct InboxPlan
+{
+	struct _SPI_plan *plan;
+	uint64		generation;
+} InboxPlan;
+
 /* inbox.c */
 extern void _PG_init(void);
+extern int	inbox_lease;
+extern int	inbox_max_attempts;
+extern int	inbox_retention;
 
 /* objects.c */
 extern void inbox_objects_init(void);
 extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
+extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
+									const InboxObjects *objects,
+									const char *query_format, int nargs,
+									Oid *argtypes);
 
 /* validate.c */
 extern text *inbox_arg_message_id(FunctionCallInfo fcinfo, int argno);
 extern text *inbox_arg_consumer(FunctionCallInfo fcinfo, int argno);
 extern void inbox_check_message_id(text *message_id, int element);
+extern int64 inbox_arg_token(FunctionCallInfo fcinfo, int argno);
+extern Interval *inbox_arg_lease(FunctionCallInfo fcinfo, int argno);
 
 #endif							/* INBOX_H */

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * objects.c
- *	  Finding the extension's table and key index, cached per backend.
+ *	  Finding the extension's objects, and the SPI plans built on them,
+ *	  cached per backend.
  *
  * inbox_claim runs once for every message a system consumes, so it must not
  * look anything up in the catalogs per call.  The first call in a backend
@@ -27,6 +28,7 @@
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
 #include "catalog/namespace.h"
+#include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
@@ -197,4 +199,64 @@ inbox_is_key_violation(const ErrorData *edata, const InboxObjects *objects)
 		strcmp(edata->constraint_name, INBOX_KEY_NAME) == 0 &&
 		strcmp(edata->table_name, INBOX_TABLE_NAME) == 0 &&
 		strcmp(edata->schema_name, NameStr(objects->schema_name)) == 0;
+}
+
+/*
+ * inbox_plan
+ *		The saved plan for a query on the extension's objects, prepared on
+ *		first use and again whenever the objects change.
+ *
+ * query_format names the extension's schema as %1$s (positional, so it can
+ * appear several times).  The caller must be connected to SPI.  ALTER TABLE
+ * needs no rebuild here: the plan cache replans a saved plan whose tables
+ * changed.
+ *
+ * The query is parsed with pg_catalog as the whole search_path, whatever
+ * the caller's is, and the plan cache keeps that path for every later
+ * re-analysis: so operators and functions in the query text always mean
+ * the built-in ones, and a hostile schema on the caller's path cannot
+ * replace them.
+ */
+SPIPlanPtr
+inbox_plan(InboxPlan *cached, const InboxObjects *objects,
+		   const char *query_format, int nargs, Oid *argtypes)
+{
+	if (cached->plan == NULL || cached->generation != objects->generation)
+	{
+		char	   *query;
+		OverrideSearchPath *path;
+		volatile SPIPlanPtr plan = NULL;
+
+		query = psprintf(query_format,
+						 quote_identifier(NameStr(objects->schema_name)));
+		path = GetOverrideSearchPath(CurrentMemoryContext);
+		path->schemas = NIL;
+		path->addCatalog = true;
+		path->addTemp = false;
+		PushOverrideSearchPath(path);
+		PG_TRY();
+		{
+			plan = SPI_prepare(query, nargs, argtypes);
+		}
+		PG_FINALLY();
+		{
+			PopOverrideSearchPath();
+		}
+		PG_END_TRY();
+		if (plan == NULL)
+			elog(ERROR, "could not prepare inbox query: %s",
+				 SPI_result_code_string(SPI_result));
+		SPI_keepplan(plan);
+
+		/*
+		 * The old plan cannot be running: it was built on objects that no
+		 * longer exist, and a table in use cannot be dropped.
+		 */
+		if (cached->plan != NULL)
+			SPI_freeplan(cached->plan);
+		cached->plan = plan;
+		cached->generation = objects->generation;
+		pfree(query);
+	}
+	return cached->plan;
 }

@@ -12,6 +12,9 @@
  */
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
+#include "utils/timestamp.h"
+
 #include "inbox.h"
 
 static void check_key(text *value, const char *what, int max_bytes,
@@ -89,4 +92,55 @@ inbox_arg_consumer(FunctionCallInfo fcinfo, int argno)
 	consumer = PG_GETARG_TEXT_PP(argno);
 	check_key(consumer, "consumer", INBOX_CONSUMER_MAX_BYTES, 0);
 	return consumer;
+}
+
+/*
+ * inbox_arg_token
+ *		Fetch a fencing token argument; never NULL.
+ *
+ * Any other value is accepted: a token that matches no claim is an answer
+ * (false), not an error.
+ */
+int64
+inbox_arg_token(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("token must not be null")));
+	return PG_GETARG_INT64(argno);
+}
+
+/*
+ * inbox_arg_lease
+ *		Fetch and check an optional lease argument.
+ *
+ * Returns NULL when the argument is NULL (omitted): the caller then uses
+ * the consumer's configured lease.  A lease must be positive and at most
+ * INBOX_LEASE_MAX_SECONDS; months count as 30 days, as in interval
+ * comparison.
+ */
+Interval *
+inbox_arg_lease(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *lease;
+	double		usecs;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	lease = PG_GETARG_INTERVAL_P(argno);
+	usecs = (double) lease->time +
+		(double) lease->day * USECS_PER_DAY +
+		(double) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
+
+	if (usecs <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be positive")));
+	if (usecs > (double) INBOX_LEASE_MAX_SECONDS * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be at most %d hours", INBOX_LEASE_MAX_SECONDS / 3600),
+				 errhint("Renew the lease of a longer job with inbox_extend.")));
+	return lease;
 }

@@ -1,0 +1,3 @@
+-- a duplicate, with a raw INSERT ... ON CONFLICT DO NOTHING
+\set r random(1, 100000)
+INSERT INTO raw_inbox (message_id, consumer) VALUES ('d-' || :r, 'credit') ON CONFLICT DO NOTHING;

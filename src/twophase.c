@@ -1,0 +1,425 @@
+/*-------------------------------------------------------------------------
+ *
+ * twophase.c
+ *	  Two-phase claims with leases and fencing tokens.
+ *
+ * For side effects that cannot join the database transaction (an e-mail, a
+ * card charge, an HTTP call), a handler claims the message in one short
+ * transaction (inbox_begin), performs the effect, and marks the claim
+ * processed in another (inbox_complete).  A lease is only a timing rule: an
+ * owner that paused past it may wake up while another owns the message.
+ * So every change of ownership draws a new token from inbox_token_seq, and
+ * every later step (extend, complete, fail) is an UPDATE conditional on
+ * the token still being current.  A stale owner's step matches no row and
+ * is reported as false, never as success.
+ *
+ * Concurrency: each function is one SQL statement (complete may add a
+ * read-only second one), so row locks decide every race.  Concurrent
+ * begins on one message serialize on the unique key and the row lock of
+ * INSERT ... ON CONFLICT DO UPDATE, whose WHERE is re-checked on the latest
+ * row version: exactly one takes the claim.  inbox_next locks its rows with
+ * FOR UPDATE SKIP LOCKED, so sweepers get disjoint claims and a begin
+ * racing a sweeper waits for it and re-checks.  These functions are meant
+ * for short READ COMMITTED transactions; under REPEATABLE READ a race with
+ * a concurrent change raises a serialization failure (40001) instead.
+ *
+ * Leases run on the database server's clock at the time of the call
+ * (clock_timestamp, not the transaction start), so a claim made late in a
+ * long transaction is neither born expired nor over-long.
+ *
+ * Every statement reads the consumer's settings (inbox_consumers) with a
+ * fallback to the inbox.* settings, passed in as parameters.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_begin);
+PG_FUNCTION_INFO_V1(inbox_extend);
+PG_FUNCTION_INFO_V1(inbox_complete);
+PG_FUNCTION_INFO_V1(inbox_fail);
+PG_FUNCTION_INFO_V1(inbox_next);
+
+/*
+ * SQL fragments for a consumer's effective settings; the consumer is $2
+ * (the call's second argument) unless stated, the inbox.* defaults are
+ * passed as the parameters named.
+ */
+#define CONSUMER_LEASE(consumer, explicit, fallback) \
+	"COALESCE(" explicit ", (SELECT c.lease FROM %1$s.inbox_consumers c" \
+	" WHERE c.consumer = " consumer "), " fallback ")"
+#define CONSUMER_MAX_ATTEMPTS(consumer, fallback) \
+	"COALESCE((SELECT c.max_attempts FROM %1$s.inbox_consumers c" \
+	" WHERE c.consumer = " consumer "), " fallback ")"
+
+static InboxPlan begin_plan;
+static InboxPlan extend_plan;
+static InboxPlan complete_plan;
+static InboxPlan completed_plan;
+static InboxPlan fail_plan;
+static InboxPlan next_plan;
+
+static void twophase_start(const char *caller, InboxObjects *objects);
+static Datum default_lease(void);
+
+/*
+ * twophase_start
+ *		Checks shared by every two-phase call; connects to SPI.
+ *
+ * Resolves the extension's objects (with the table lock a writer takes)
+ * so that the plans name the right schema.
+ */
+static void
+twophase_start(const char *caller, InboxObjects *objects)
+{
+	Relation	rel;
+
+	PreventCommandIfReadOnly(caller);
+	rel = inbox_open_table(RowExclusiveLock, objects);
+	table_close(rel, NoLock);
+	SPI_connect();
+}
+
+/*
+ * default_lease
+ *		inbox.lease as an interval datum.
+ */
+static Datum
+default_lease(void)
+{
+	Interval   *lease = palloc0(sizeof(Interval));
+
+	lease->time = (int64) inbox_lease * USECS_PER_SEC;
+	return IntervalPGetDatum(lease);
+}
+
+/*
+ * inbox_begin(message_id text, consumer text, lease interval, payload jsonb)
+ *		returns bigint
+ *
+ * A new token when the message is new, released, or held by a claim whose
+ * lease expired (a takeover: attempts + 1, the old token dead); NULL when
+ * it is processed, failed, or held by a live claim.  An expired claim that
+ * has used up its attempts is marked failed instead, and NULL returned.
+ */
+Datum
+inbox_begin(PG_FUNCTION_ARGS)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
+	JSONBOID, INTERVALOID, INT4OID};
+	static const char nulls_none[] = "       ";
+	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
+	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
+	Interval   *lease = inbox_arg_lease(fcinfo, 2);
+	InboxObjects objects;
+	SPIPlanPtr	plan;
+	Datum		values[7];
+	char		nulls[7];
+	bool		isnull = true;
+	Datum		token = (Datum) 0;
+
+	twophase_start("inbox_begin()", &objects);
+	plan = inbox_plan(&begin_plan, &objects,
+					  "WITH settings AS ("
+					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease,"
+					  " " CONSUMER_MAX_ATTEMPTS("$2", "$7") " AS max_attempts)"
+					  " INSERT INTO %1$s.inbox AS i"
+					  " (message_id, consumer, state, received_at, token,"
+					  "  lease_until, attempts, payload)"
+					  " SELECT $1, $2, 'claimed', $3,"
+					  " pg_catalog.nextval('%1$s.inbox_token_seq'),"
+					  " $3 + s.lease, 1, $5 FROM settings s"
+					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
+					  " state = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
+					  " token = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  "  THEN excluded.token ELSE i.token END,"
+					  " lease_until = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  "  THEN excluded.lease_until END,"
+					  " attempts = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  "  THEN i.attempts + 1 ELSE i.attempts END,"
+					  " last_error = CASE"
+					  "  WHEN i.attempts < (SELECT max_attempts FROM settings) THEN i.last_error"
+					  "  WHEN i.state = 'claimed' THEN 'lease expired after attempt '"
+					  "   || i.attempts || ' of ' || (SELECT max_attempts FROM settings)"
+					  "  ELSE i.last_error END,"
+					  " payload = COALESCE(excluded.payload, i.payload)"
+					  " WHERE i.state = 'released'"
+					  " OR (i.state = 'claimed' AND i.lease_until <= $3)"
+					  " RETURNING CASE WHEN i.state = 'claimed' THEN i.token END",
+					  7, argtypes);
+
+	memcpy(nulls, nulls_none, sizeof(nulls));
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[3] = PointerGetDatum(lease);
+	nulls[3] = lease ? ' ' : 'n';
+	values[4] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
+	values[5] = default_lease();
+	values[6] = Int32GetDatum(inbox_max_attempts);
+
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "inbox_begin statement failed");
+	if (SPI_processed == 1)
+		token = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+							  &isnull);
+	SPI_finish();
+
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(token);
+}
+
+/*
+ * inbox_extend(message_id text, consumer text, token bigint, lease interval)
+ *		returns boolean
+ *
+ * Heartbeat: the lease runs again from now, if token is still the current
+ * claim (live, or expired but not yet taken over or reclaimed).
+ */
+Datum
+inbox_extend(PG_FUNCTION_ARGS)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID,
+	INTERVALOID, INTERVALOID};
+	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
+	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
+	int64		token = inbox_arg_token(fcinfo, 2);
+	Interval   *lease = inbox_arg_lease(fcinfo, 3);
+	InboxObjects objects;
+	SPIPlanPtr	plan;
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	bool		extended;
+
+	twophase_start("inbox_extend()", &objects);
+	plan = inbox_plan(&extend_plan, &objects,
+					  "UPDATE %1$s.inbox"
+					  " SET lease_until = $4 + " CONSUMER_LEASE("$2", "$5", "$6")
+					  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
+					  " AND state = 'claimed'",
+					  6, argtypes);
+
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = Int64GetDatum(token);
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[4] = PointerGetDatum(lease);
+	nulls[4] = lease ? ' ' : 'n';
+	values[5] = default_lease();
+
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "inbox_extend statement failed");
+	extended = SPI_processed == 1;
+	SPI_finish();
+
+	PG_RETURN_BOOL(extended);
+}
+
+/*
+ * inbox_complete(message_id text, consumer text, token bigint) returns boolean
+ *
+ * Marks the claim processed if token is current.  Repeating the completion
+ * with the token that completed it answers true again, because the first
+ * reply may have been lost; any other token answers false.
+ */
+Datum
+inbox_complete(PG_FUNCTION_ARGS)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID};
+	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
+	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
+	int64		token = inbox_arg_token(fcinfo, 2);
+	InboxObjects objects;
+	SPIPlanPtr	plan;
+	Datum		values[4];
+	bool		completed;
+
+	twophase_start("inbox_complete()", &objects);
+	plan = inbox_plan(&complete_plan, &objects,
+					  "UPDATE %1$s.inbox"
+					  " SET state = 'processed', processed_at = $4, lease_until = NULL"
+					  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
+					  " AND state = 'claimed'",
+					  4, argtypes);
+
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = Int64GetDatum(token);
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "inbox_complete statement failed");
+	completed = SPI_processed == 1;
+
+	/*
+	 * A repeat: already processed under this very token.  A separate
+	 * statement, so that under READ COMMITTED it sees a completion that a
+	 * concurrent repeat committed while our UPDATE waited for its row lock.
+	 */
+	if (!completed)
+	{
+		plan = inbox_plan(&completed_plan, &objects,
+						  "SELECT 1 FROM %1$s.inbox"
+						  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
+						  " AND state = 'processed'",
+						  3, argtypes);
+		if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "inbox_complete statement failed");
+		completed = SPI_processed == 1;
+	}
+	SPI_finish();
+
+	PG_RETURN_BOOL(completed);
+}
+
+/*
+ * inbox_fail(message_id text, consumer text, token bigint, error text)
+ *		returns boolean
+ *
+ * Records the error and releases the claim for another attempt, or marks
+ * it failed when the consumer's attempts are used up.  False, changing
+ * nothing, when token is not the current claim.
+ */
+Datum
+inbox_fail(PG_FUNCTION_ARGS)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, INT4OID};
+	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
+	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
+	int64		token = inbox_arg_token(fcinfo, 2);
+	InboxObjects objects;
+	SPIPlanPtr	plan;
+	Datum		values[5];
+	bool		failed;
+
+	if (PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("error must not be null"),
+				 errhint("Describe the failure; it is kept in last_error.")));
+
+	twophase_start("inbox_fail()", &objects);
+	plan = inbox_plan(&fail_plan, &objects,
+					  "UPDATE %1$s.inbox"
+					  " SET state = CASE WHEN attempts >= "
+					  CONSUMER_MAX_ATTEMPTS("$2", "$5")
+					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
+					  " last_error = $4, lease_until = NULL"
+					  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
+					  " AND state = 'claimed'",
+					  5, argtypes);
+
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = Int64GetDatum(token);
+	values[3] = PG_GETARG_DATUM(3);
+	values[4] = Int32GetDatum(inbox_max_attempts);
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "inbox_fail statement failed");
+	failed = SPI_processed == 1;
+	SPI_finish();
+
+	PG_RETURN_BOOL(failed);
+}
+
+/*
+ * inbox_next(consumer text, lease interval, max integer)
+ *		returns table (message_id text, token bigint, attempts integer,
+ *					   payload jsonb)
+ *
+ * For a sweeper that retries without the broker: takes up to max released
+ * claims and claims whose lease expired, oldest first, each with a new
+ * token and attempts + 1.  Rows another session holds are skipped, so
+ * concurrent sweepers get disjoint claims.  Expired claims with no attempts
+ * left are not taken; inbox_begin or the reclaimer marks them failed.
+ */
+Datum
+inbox_next(PG_FUNCTION_ARGS)
+{
+	static Oid	argtypes[] = {TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID,
+	INTERVALOID, INT4OID};
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *consumer = inbox_arg_consumer(fcinfo, 0);
+	Interval   *lease = inbox_arg_lease(fcinfo, 1);
+	int32		max;
+	InboxObjects objects;
+	SPIPlanPtr	plan;
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("max must not be null")));
+	max = PG_GETARG_INT32(2);
+	if (max < 1 || max > INBOX_NEXT_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max must be between 1 and %d", INBOX_NEXT_MAX)));
+
+	InitMaterializedSRF(fcinfo, 0);
+	twophase_start("inbox_next()", &objects);
+	plan = inbox_plan(&next_plan, &objects,
+					  "WITH settings AS ("
+					  " SELECT " CONSUMER_LEASE("$1", "$3", "$5") " AS lease,"
+					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
+					  " candidates AS ("
+					  " SELECT id FROM %1$s.inbox"
+					  " WHERE consumer = $1"
+					  " AND (state = 'released' OR (state = 'claimed'"
+					  "  AND lease_until <= $2))"
+					  " AND attempts < (SELECT max_attempts FROM settings)"
+					  " ORDER BY id LIMIT $4"
+					  " FOR UPDATE SKIP LOCKED),"
+					  " taken AS ("
+					  " UPDATE %1$s.inbox i SET state = 'claimed',"
+					  " token = pg_catalog.nextval('%1$s.inbox_token_seq'),"
+					  " lease_until = $2 + (SELECT lease FROM settings),"
+					  " attempts = i.attempts + 1"
+					  " FROM candidates c WHERE i.id = c.id"
+					  " RETURNING i.id, i.message_id, i.token, i.attempts, i.payload)"
+					  " SELECT message_id, token, attempts, payload FROM taken ORDER BY id",
+					  6, argtypes);
+
+	values[0] = PointerGetDatum(consumer);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[2] = PointerGetDatum(lease);
+	nulls[2] = lease ? ' ' : 'n';
+	values[3] = Int32GetDatum(max);
+	values[4] = default_lease();
+	values[5] = Int32GetDatum(inbox_max_attempts);
+
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "inbox_next statement failed");
+
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		Datum		columns[4];
+		bool		isnull[4];
+
+		for (int col = 0; col < 4; col++)
+			columns[col] = SPI_getbinval(SPI_tuptable->vals[row],
+										 SPI_tuptable->tupdesc, col + 1,
+										 &isnull[col]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+							 columns, isnull);
+	}
+	SPI_finish();
+
+	return (Datum) 0;
+}
