@@ -52,6 +52,19 @@
 #define INBOX_KEY_NAME			"inbox_message_id_consumer_key"
 
 /*
+ * Operators for the SQL text the extension runs through SPI.  Qualified,
+ * because the plan cache parses a saved plan again whenever the caller's
+ * search_path differs from the last one, and that path may put a schema
+ * with look-alike operators before pg_catalog.
+ */
+#define INBOX_EQ		" OPERATOR(pg_catalog.=) "
+#define INBOX_LT		" OPERATOR(pg_catalog.<) "
+#define INBOX_LE		" OPERATOR(pg_catalog.<=) "
+#define INBOX_GE		" OPERATOR(pg_catalog.>=) "
+#define INBOX_PLUS		" OPERATOR(pg_catalog.+) "
+#define INBOX_CONCAT	" OPERATOR(pg_catalog.||) "
+
+/*
  * Where the extension's objects live in this database.  Found from the
  * extension's recorded schema, never from the caller's search_path.
  */

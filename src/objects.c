@@ -211,11 +211,10 @@ inbox_is_key_violation(const ErrorData *edata, const InboxObjects *objects)
  * needs no rebuild here: the plan cache replans a saved plan whose tables
  * changed.
  *
- * The query is parsed with pg_catalog as the whole search_path, whatever
- * the caller's is, and the plan cache keeps that path for every later
- * re-analysis: so operators and functions in the query text always mean
- * the built-in ones, and a hostile schema on the caller's path cannot
- * replace them.
+ * The plan cache parses the query again under the caller's search_path
+ * whenever that path changes, so the query text must name everything
+ * explicitly: objects in %1$s, functions in pg_catalog, operators with the
+ * INBOX_EQ family of macros.
  */
 SPIPlanPtr
 inbox_plan(InboxPlan *cached, const InboxObjects *objects,
@@ -224,25 +223,11 @@ inbox_plan(InboxPlan *cached, const InboxObjects *objects,
 	if (cached->plan == NULL || cached->generation != objects->generation)
 	{
 		char	   *query;
-		OverrideSearchPath *path;
-		volatile SPIPlanPtr plan = NULL;
+		SPIPlanPtr	plan;
 
 		query = psprintf(query_format,
 						 quote_identifier(NameStr(objects->schema_name)));
-		path = GetOverrideSearchPath(CurrentMemoryContext);
-		path->schemas = NIL;
-		path->addCatalog = true;
-		path->addTemp = false;
-		PushOverrideSearchPath(path);
-		PG_TRY();
-		{
-			plan = SPI_prepare(query, nargs, argtypes);
-		}
-		PG_FINALLY();
-		{
-			PopOverrideSearchPath();
-		}
-		PG_END_TRY();
+		plan = SPI_prepare(query, nargs, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare inbox query: %s",
 				 SPI_result_code_string(SPI_result));

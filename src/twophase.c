@@ -52,16 +52,25 @@ PG_FUNCTION_INFO_V1(inbox_fail);
 PG_FUNCTION_INFO_V1(inbox_next);
 
 /*
- * SQL fragments for a consumer's effective settings; the consumer is $2
- * (the call's second argument) unless stated, the inbox.* defaults are
- * passed as the parameters named.
+ * SQL fragments for a consumer's effective settings: the lease given to
+ * the call, else the consumer's configured one, else the inbox.* setting
+ * (passed in as the parameter named fallback).
  */
 #define CONSUMER_LEASE(consumer, explicit, fallback) \
 	"COALESCE(" explicit ", (SELECT c.lease FROM %1$s.inbox_consumers c" \
-	" WHERE c.consumer = " consumer "), " fallback ")"
+	" WHERE c.consumer" INBOX_EQ consumer "), " fallback ")"
 #define CONSUMER_MAX_ATTEMPTS(consumer, fallback) \
 	"COALESCE((SELECT c.max_attempts FROM %1$s.inbox_consumers c" \
-	" WHERE c.consumer = " consumer "), " fallback ")"
+	" WHERE c.consumer" INBOX_EQ consumer "), " fallback ")"
+
+/* The row of the claim named by $1, $2 and token $3. */
+#define CLAIM_WITH_TOKEN \
+	" WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2" \
+	" AND token" INBOX_EQ "$3"
+
+/* In inbox_begin's takeover: does the claim i have attempts left? */
+#define ATTEMPTS_LEFT \
+	" i.attempts" INBOX_LT "(SELECT max_attempts FROM settings) "
 
 static InboxPlan begin_plan;
 static InboxPlan extend_plan;
@@ -139,25 +148,26 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  "  lease_until, attempts, payload)"
 					  " SELECT $1, $2, 'claimed', $3,"
 					  " pg_catalog.nextval('%1$s.inbox_token_seq'),"
-					  " $3 + s.lease, 1, $5 FROM settings s"
+					  " $3" INBOX_PLUS "s.lease, 1, $5 FROM settings s"
 					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
-					  " state = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  " state = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
-					  " token = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  " token = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN excluded.token ELSE i.token END,"
-					  " lease_until = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
+					  " lease_until = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN excluded.lease_until END,"
-					  " attempts = CASE WHEN i.attempts < (SELECT max_attempts FROM settings)"
-					  "  THEN i.attempts + 1 ELSE i.attempts END,"
+					  " attempts = CASE WHEN" ATTEMPTS_LEFT
+					  "  THEN i.attempts" INBOX_PLUS "1 ELSE i.attempts END,"
 					  " last_error = CASE"
-					  "  WHEN i.attempts < (SELECT max_attempts FROM settings) THEN i.last_error"
-					  "  WHEN i.state = 'claimed' THEN 'lease expired after attempt '"
-					  "   || i.attempts || ' of ' || (SELECT max_attempts FROM settings)"
+					  "  WHEN" ATTEMPTS_LEFT "THEN i.last_error"
+					  "  WHEN i.state" INBOX_EQ "'claimed'"
+					  "  THEN 'lease expired after attempt '" INBOX_CONCAT "i.attempts"
+					  INBOX_CONCAT "' of '" INBOX_CONCAT "(SELECT max_attempts FROM settings)"
 					  "  ELSE i.last_error END,"
 					  " payload = COALESCE(excluded.payload, i.payload)"
-					  " WHERE i.state = 'released'"
-					  " OR (i.state = 'claimed' AND i.lease_until <= $3)"
-					  " RETURNING CASE WHEN i.state = 'claimed' THEN i.token END",
+					  " WHERE i.state" INBOX_EQ "'released'"
+					  " OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3)"
+					  " RETURNING CASE WHEN i.state" INBOX_EQ "'claimed' THEN i.token END",
 					  7, argtypes);
 
 	memcpy(nulls, nulls_none, sizeof(nulls));
@@ -208,9 +218,8 @@ inbox_extend(PG_FUNCTION_ARGS)
 	twophase_start("inbox_extend()", &objects);
 	plan = inbox_plan(&extend_plan, &objects,
 					  "UPDATE %1$s.inbox"
-					  " SET lease_until = $4 + " CONSUMER_LEASE("$2", "$5", "$6")
-					  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
-					  " AND state = 'claimed'",
+					  " SET lease_until = $4" INBOX_PLUS CONSUMER_LEASE("$2", "$5", "$6")
+					  CLAIM_WITH_TOKEN " AND state" INBOX_EQ "'claimed'",
 					  6, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
@@ -252,8 +261,7 @@ inbox_complete(PG_FUNCTION_ARGS)
 	plan = inbox_plan(&complete_plan, &objects,
 					  "UPDATE %1$s.inbox"
 					  " SET state = 'processed', processed_at = $4, lease_until = NULL"
-					  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
-					  " AND state = 'claimed'",
+					  CLAIM_WITH_TOKEN " AND state" INBOX_EQ "'claimed'",
 					  4, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
@@ -274,8 +282,7 @@ inbox_complete(PG_FUNCTION_ARGS)
 	{
 		plan = inbox_plan(&completed_plan, &objects,
 						  "SELECT 1 FROM %1$s.inbox"
-						  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
-						  " AND state = 'processed'",
+						  CLAIM_WITH_TOKEN " AND state" INBOX_EQ "'processed'",
 						  3, argtypes);
 		if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "inbox_complete statement failed");
@@ -315,12 +322,11 @@ inbox_fail(PG_FUNCTION_ARGS)
 	twophase_start("inbox_fail()", &objects);
 	plan = inbox_plan(&fail_plan, &objects,
 					  "UPDATE %1$s.inbox"
-					  " SET state = CASE WHEN attempts >= "
+					  " SET state = CASE WHEN attempts" INBOX_GE
 					  CONSUMER_MAX_ATTEMPTS("$2", "$5")
 					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
 					  " last_error = $4, lease_until = NULL"
-					  " WHERE message_id = $1 AND consumer = $2 AND token = $3"
-					  " AND state = 'claimed'",
+					  CLAIM_WITH_TOKEN " AND state" INBOX_EQ "'claimed'",
 					  5, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
@@ -380,18 +386,18 @@ inbox_next(PG_FUNCTION_ARGS)
 					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
 					  " candidates AS ("
 					  " SELECT id FROM %1$s.inbox"
-					  " WHERE consumer = $1"
-					  " AND (state = 'released' OR (state = 'claimed'"
-					  "  AND lease_until <= $2))"
-					  " AND attempts < (SELECT max_attempts FROM settings)"
+					  " WHERE consumer" INBOX_EQ "$1"
+					  " AND (state" INBOX_EQ "'released' OR (state" INBOX_EQ "'claimed'"
+					  "  AND lease_until" INBOX_LE "$2))"
+					  " AND attempts" INBOX_LT "(SELECT max_attempts FROM settings)"
 					  " ORDER BY id LIMIT $4"
 					  " FOR UPDATE SKIP LOCKED),"
 					  " taken AS ("
 					  " UPDATE %1$s.inbox i SET state = 'claimed',"
 					  " token = pg_catalog.nextval('%1$s.inbox_token_seq'),"
-					  " lease_until = $2 + (SELECT lease FROM settings),"
-					  " attempts = i.attempts + 1"
-					  " FROM candidates c WHERE i.id = c.id"
+					  " lease_until = $2" INBOX_PLUS "(SELECT lease FROM settings),"
+					  " attempts = i.attempts" INBOX_PLUS "1"
+					  " FROM candidates c WHERE i.id" INBOX_EQ "c.id"
 					  " RETURNING i.id, i.message_id, i.token, i.attempts, i.payload)"
 					  " SELECT message_id, token, attempts, payload FROM taken ORDER BY id",
 					  6, argtypes);
