@@ -34,6 +34,32 @@ SELECT inbox_claim('m-2', 'credit') AS new_then_duplicate_same_xact;
 SELECT * FROM inbox_claim_many(ARRAY['m-2', 'm-3'], 'credit');
 RESET ROLE;
 
+-- A two-phase worker role needs (README, "Privileges").
+CREATE ROLE regress_inbox_worker;
+GRANT EXECUTE ON FUNCTION inbox_begin(text, text, interval, jsonb),
+	inbox_extend(text, text, bigint, interval), inbox_complete(text, text, bigint),
+	inbox_fail(text, text, bigint, text), inbox_next(text, interval, integer)
+	TO regress_inbox_worker;
+GRANT SELECT, INSERT, UPDATE ON inbox TO regress_inbox_worker;
+GRANT SELECT ON inbox_consumers TO regress_inbox_worker;
+GRANT USAGE ON SEQUENCE inbox_token_seq TO regress_inbox_worker;
+SET ROLE regress_inbox_worker;
+SELECT inbox_begin('w-1', 'email') AS token \gset
+SELECT inbox_extend('w-1', 'email', :token) AS extended;
+SELECT inbox_complete('w-1', 'email', :token) AS completed;
+SELECT inbox_fail('w-2', 'email', inbox_begin('w-2', 'email'), 'boom') AS failed;
+SELECT message_id, attempts FROM inbox_next('email');
+-- ...but not the configuration, which is the DBA's.
+SELECT inbox_configure('email', max_attempts => 10);
+RESET ROLE;
+-- Without the sequence, no token can be drawn.
+REVOKE USAGE ON SEQUENCE inbox_token_seq FROM regress_inbox_worker;
+SET ROLE regress_inbox_worker;
+\set VERBOSITY terse
+SELECT inbox_begin('w-3', 'email');
+\set VERBOSITY default
+RESET ROLE;
+
 -- Stopping one role from claiming another consumer's messages: row-level
 -- security with one INSERT policy per role.  With policies in force,
 -- every claim goes through the INSERT, so the policy decides.
@@ -67,4 +93,4 @@ SELECT message_id, consumer FROM inbox WHERE message_id LIKE 'p-%' ORDER BY 1, 2
 
 DROP EXTENSION inbox;
 DROP ROLE regress_inbox_credit, regress_inbox_email, regress_inbox_app,
-	regress_inbox_nobody;
+	regress_inbox_nobody, regress_inbox_worker;

@@ -1,6 +1,6 @@
 # pg_dump / pg_restore keeps every marker, so a restored database does not
-# process any message again, and the identity continues past the highest
-# restored id.
+# process any message again; the identity and the fencing tokens continue
+# past the highest restored values; consumer settings are kept.
 use strict;
 use warnings;
 
@@ -18,8 +18,11 @@ $node->safe_psql('source', q{
 	CREATE EXTENSION inbox;
 	SELECT inbox_claim('m-' || g, 'credit') FROM generate_series(1, 100) g;
 	SELECT count(*) FROM inbox_claim_many(ARRAY['b-1', 'b-2', 'b-3'], 'audit');
+	SELECT inbox_configure('email', max_attempts => 7);
+	SELECT inbox_begin('e-' || g, 'email') FROM generate_series(1, 5) g;
 });
 my $max_id = $node->safe_psql('source', 'SELECT max(id) FROM inbox');
+my $max_token = $node->safe_psql('source', 'SELECT max(token) FROM inbox');
 
 my $dump = $node->basedir . '/source.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'source' ],
@@ -30,8 +33,10 @@ $node->command_ok([ 'pg_restore', '-d', 'restored', $dump ],
 
 is( $node->safe_psql('restored',
 		'SELECT count(*), max(id), count(DISTINCT consumer) FROM inbox'),
-	"103|$max_id|2",
+	"108|$max_id|3",
 	'every marker is restored');
+is($node->safe_psql('restored', 'SELECT consumer, max_attempts FROM inbox_consumers'),
+	'email|7', 'consumer settings are restored');
 
 is( $node->safe_psql(
 		'restored', q{
@@ -50,6 +55,13 @@ is( $node->safe_psql(
 	"t\nt",
 	'a new marker gets an id past the highest restored one');
 
+is( $node->safe_psql(
+		'restored', q{
+		SELECT inbox_begin('e-1', 'email') IS NULL;
+		SELECT inbox_begin('e-6', 'email') > } . $max_token),
+	"t\nt",
+	'restored claims hold, and new tokens continue past the restored ones');
+
 # A plain-format dump restores through psql just as well.
 my $plain = $node->basedir . '/source.sql';
 $node->command_ok([ 'pg_dump', '-f', $plain, '-d', 'source' ],
@@ -60,7 +72,7 @@ $node->command_ok(
 	'plain dump restores');
 is( $node->safe_psql('restored_plain',
 		q{SELECT count(*), inbox_claim('m-50', 'credit') FROM inbox}),
-	'103|f',
+	'108|f',
 	'plain restore keeps markers');
 
 done_testing();
