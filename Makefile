@@ -18,14 +18,17 @@ OBJS = \
 	src/objects.o \
 	src/validate.o \
 	src/claim.o \
-	src/twophase.o
+	src/twophase.o \
+	src/maintenance.o \
+	src/worker.o \
+	src/shmem.o
 
 DATA_built = inbox--$(EXTVERSION).sql
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects claim claim_many claim_errors privileges search_path cache \
-	twophase sweeper twophase_errors configure
+	twophase sweeper twophase_errors configure maintenance
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many \

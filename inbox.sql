@@ -47,7 +47,7 @@ COMMENT ON COLUMN inbox.message_id IS 'the broker''s stable message id';
 COMMENT ON COLUMN inbox.consumer IS 'the handler''s identity; unique together with message_id';
 COMMENT ON COLUMN inbox.state IS 'processed, claimed, released or failed';
 COMMENT ON COLUMN inbox.received_at IS 'when the message was first claimed';
-COMMENT ON COLUMN inbox.processed_at IS 'when the message was processed (NULL until then)';
+COMMENT ON COLUMN inbox.processed_at IS 'when the message was processed, or failed for good (NULL until then)';
 COMMENT ON COLUMN inbox.token IS 'fencing token of the current or last two-phase claim';
 COMMENT ON COLUMN inbox.lease_until IS 'end of the current two-phase lease';
 COMMENT ON COLUMN inbox.attempts IS 'how many times the message was claimed';
@@ -66,6 +66,11 @@ COMMENT ON SEQUENCE inbox_id_seq IS 'identity of inbox.id';
 -- index is partial, so one-phase markers (processed at once) never enter it.
 CREATE INDEX inbox_open_claims ON inbox (consumer, id)
 	WHERE state IN ('claimed', 'released');
+
+-- Pruning reads each consumer's oldest final markers, and nothing else.
+-- (processed_at is when a marker became processed or failed.)
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at)
+	WHERE state IN ('processed', 'failed');
 
 -- Fencing tokens: every change of ownership of a two-phase claim draws the
 -- next value, so tokens strictly increase across all claims.  A sequence
@@ -256,6 +261,71 @@ COMMENT ON VIEW inbox_stats IS
 'per consumer: markers by state, and the age of the oldest open claims (reads the whole table)';
 
 --
+-- Maintenance: pruning and reclaiming, run by the background worker when
+-- the library is preloaded, or by these functions from any scheduler.
+--
+
+CREATE FUNCTION inbox_prune()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'inbox_prune'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_prune() IS
+'one pruning pass: deletes processed and failed markers older than their consumer''s retention; returns the rows deleted';
+
+CREATE FUNCTION inbox_reclaim()
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'inbox_reclaim'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_reclaim() IS
+'one reclaim pass: releases claims whose lease expired, or fails them when their attempts are used up; returns the claims changed';
+
+CREATE FUNCTION inbox_retention_for(lock_timeout interval, max_deliveries integer,
+									message_ttl interval, margin interval)
+RETURNS interval
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+	IF lock_timeout IS NULL OR max_deliveries IS NULL
+	   OR message_ttl IS NULL OR margin IS NULL THEN
+		RAISE EXCEPTION 'arguments of inbox_retention_for must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF lock_timeout <= interval '0' THEN
+		RAISE EXCEPTION 'lock_timeout must be positive' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF max_deliveries < 1 THEN
+		RAISE EXCEPTION 'max_deliveries must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF message_ttl < interval '0' THEN
+		RAISE EXCEPTION 'message_ttl must not be negative' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF margin < interval '0' THEN
+		RAISE EXCEPTION 'margin must not be negative' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- The broker can redeliver the message until its last delivery's lock
+	-- or visibility timeout runs out, or until it expires unconsumed; a
+	-- replay from a dead-letter queue comes later still, hence the margin.
+	RETURN lock_timeout * max_deliveries + message_ttl + margin;
+END
+$$;
+
+COMMENT ON FUNCTION inbox_retention_for(interval, integer, interval, interval) IS
+'the smallest safe retention for a broker: lock_timeout x max_deliveries + message_ttl + margin';
+
+CREATE FUNCTION inbox_worker_status()
+RETURNS TABLE (database name, passes bigint, last_pass_start timestamptz,
+			   last_pass_end timestamptz, pruned bigint, reclaimed bigint,
+			   last_error text)
+AS 'MODULE_PATHNAME', 'inbox_worker_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION inbox_worker_status() IS
+'the maintenance worker''s last pass in each database it served (from shared memory)';
+
+--
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an
 -- application role needs.
 --
@@ -269,5 +339,9 @@ REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_fail(text, text, bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_next(text, interval, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_configure(text, interval, interval, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_prune() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_reclaim() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;

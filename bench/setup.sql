@@ -29,3 +29,7 @@ INSERT INTO raw_inbox (message_id, consumer)
 INSERT INTO plpgsql_inbox (message_id, consumer)
 	SELECT 'd-' || g, 'credit' FROM generate_series(1, 100000) g;
 VACUUM ANALYZE;
+
+-- The two-phase pattern written by hand: a lease column and no token, on a
+-- table of the same shape.
+CREATE TABLE lease_inbox (LIKE inbox INCLUDING ALL);

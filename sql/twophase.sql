@@ -88,6 +88,14 @@ SELECT inbox_fail('m-5', 'sms', :t3, 'card declined') AS failed_attempt_3;
 SELECT state, attempts, last_error FROM inbox WHERE message_id = 'm-5';
 SELECT inbox_begin('m-5', 'sms') IS NULL AS failed_is_not_claimable;
 
+-- An operator retries a failed message by hand (README, "Retrying a failed
+-- message by hand"): released with one more attempt allowed.
+UPDATE inbox SET state = 'released', attempts = attempts - 1
+WHERE message_id = 'm-5' AND consumer = 'sms' AND state = 'failed' AND attempts > 1;
+SELECT inbox_begin('m-5', 'sms') AS t4 \gset
+SELECT inbox_complete('m-5', 'sms', :t4) AS retried_and_completed;
+SELECT state, attempts, last_error FROM inbox WHERE message_id = 'm-5';
+
 -- An expired claim with no attempts left is failed by the next begin.
 SELECT consumer AS configured FROM inbox_configure('push', max_attempts => 1);
 SELECT inbox_begin('m-6', 'push') IS NOT NULL AS first_attempt;

@@ -2,6 +2,7 @@
 -- Bad input to the two-phase and configuration functions
 --
 CREATE EXTENSION inbox;
+\set SHOW_CONTEXT never
 
 CREATE FUNCTION pg_temp.error_of(query text) RETURNS text
 LANGUAGE plpgsql AS $$

@@ -49,6 +49,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
+#include "lib/qunique.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -88,6 +89,7 @@ static void probe_end(ClaimProbe *probe);
 static bool claim_insert_one(const InboxObjects *objects, text *message_id,
 							 text *consumer);
 static bool claim_one(text *message_id, text *consumer);
+static int	compare_ids(const void *a, const void *b);
 
 /*
  * claim_open
@@ -313,13 +315,33 @@ inbox_claim_uuid(PG_FUNCTION_ARGS)
 }
 
 /*
+ * compare_ids
+ *		qsort comparator for message id datums: byte order, then length.
+ *
+ * Any total order would do; this one needs no collation lookup.
+ */
+static int
+compare_ids(const void *a, const void *b)
+{
+	text	   *ta = DatumGetTextPP(*(const Datum *) a);
+	text	   *tb = DatumGetTextPP(*(const Datum *) b);
+	int			la = VARSIZE_ANY_EXHDR(ta);
+	int			lb = VARSIZE_ANY_EXHDR(tb);
+	int			cmp = memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), Min(la, lb));
+
+	if (cmp != 0)
+		return cmp;
+	return (la > lb) - (la < lb);
+}
+
+/*
  * inbox_claim_many(message_ids text[], consumer text) returns setof text
  *
- * Claims a batch and returns the ids this call claimed; an id repeated in
- * the array is claimed (and returned) once.  Uses no subtransaction: ids
- * with a visible marker are dropped by the probe, and the rest go into one
- * INSERT ... ON CONFLICT DO NOTHING, which waits for concurrent claimers
- * of the same ids like a single claim does.
+ * Claims a batch and returns the ids this call claimed, in byte order; an
+ * id repeated in the array is claimed (and returned) once.  Uses no
+ * subtransaction: ids with a visible marker are dropped by the probe, and
+ * the rest go into one INSERT ... ON CONFLICT DO NOTHING, which waits for
+ * concurrent claimers of the same ids like a single claim does.
  */
 Datum
 inbox_claim_many(PG_FUNCTION_ARGS)
@@ -366,7 +388,16 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	if (nids == 0)
 		return (Datum) 0;
 
-	/* Keep only the ids without a visible marker, in their array order. */
+	/*
+	 * Sort the batch and drop repeated ids.  Concurrent batches then insert
+	 * their common ids in the same order, so they wait for each other
+	 * instead of deadlocking, and a repeated id neither is probed twice nor
+	 * consumes an identity value.
+	 */
+	qsort(ids, nids, sizeof(Datum), compare_ids);
+	nids = qunique(ids, nids, sizeof(Datum), compare_ids);
+
+	/* Keep only the ids without a visible marker. */
 	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
 	if (probe)
 	{

@@ -16,4 +16,16 @@
 #error "inbox requires PostgreSQL 15 or later"
 #endif
 
+#include "catalog/pg_database.h"
+
+/*
+ * A database whose DROP DATABASE was interrupted is marked invalid (15.4
+ * and later) and must not be connected to.
+ */
+#ifdef DATCONNLIMIT_INVALID_DB
+#define inbox_database_is_invalid(form) database_is_invalid_form(form)
+#else
+#define inbox_database_is_invalid(form) false
+#endif
+
 #endif							/* INBOX_COMPAT_H */

@@ -15,6 +15,7 @@
 #include <limits.h>
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "inbox.h"
@@ -25,6 +26,12 @@ PG_MODULE_MAGIC;
 int			inbox_lease = 300;		/* seconds */
 int			inbox_max_attempts = 5;
 int			inbox_retention = 7 * 24 * 60;	/* minutes */
+
+/* Settings of the maintenance worker. */
+int			inbox_naptime = 60;		/* seconds */
+int			inbox_batch_size = 10000;
+int			inbox_lock_timeout = 1000;	/* milliseconds */
+char	   *inbox_databases = NULL;
 
 static void define_settings(void);
 
@@ -37,6 +44,17 @@ _PG_init(void)
 {
 	inbox_objects_init();
 	define_settings();
+
+	/*
+	 * The worker and its shared memory exist only when the library is
+	 * preloaded, and never during a binary upgrade, when nothing must
+	 * write to the databases being upgraded.
+	 */
+	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
+	{
+		inbox_shmem_init();
+		inbox_worker_register();
+	}
 }
 
 /*
@@ -44,8 +62,10 @@ _PG_init(void)
  *		Define the inbox.* settings and reserve the prefix.
  *
  * The per-claim defaults are USERSET: a session may choose its own, and
- * inbox_configure overrides them per consumer.  Retention is SIGHUP: it
- * governs maintenance, which must not depend on one session's choice.
+ * inbox_configure overrides them per consumer.  Retention and the batch
+ * size govern maintenance: only a superuser may change them for a session
+ * (to run inbox_prune by hand differently), and the worker takes them, like
+ * its SIGHUP settings, from the configuration file at each reload.
  */
 static void
 define_settings(void)
@@ -69,8 +89,37 @@ define_settings(void)
 							"Used when inbox_configure gives none for the consumer.",
 							&inbox_retention,
 							7 * 24 * 60, 1, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MIN,
+							PGC_SUSET, GUC_UNIT_MIN,
 							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("inbox.naptime",
+							"Time between two passes of the maintenance worker.",
+							NULL,
+							&inbox_naptime,
+							60, 1, 24 * 60 * 60,
+							PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("inbox.batch_size",
+							"Most rows one maintenance transaction prunes or reclaims.",
+							NULL,
+							&inbox_batch_size,
+							10000, 1, 1000000,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("inbox.lock_timeout",
+							"How long a maintenance batch waits for a lock before giving up.",
+							"statement_timeout does not apply to the worker; this bounds what it waits for.",
+							&inbox_lock_timeout,
+							1000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomStringVariable("inbox.databases",
+							   "Databases the maintenance worker serves (comma-separated).",
+							   "Empty means every database in which the extension is installed.",
+							   &inbox_databases,
+							   "",
+							   PGC_SIGHUP, GUC_LIST_INPUT,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("inbox");
 }

@@ -11,6 +11,9 @@
  *	validate.c	argument checks shared by every SQL-callable function
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
  *	twophase.c	two-phase claims with leases and fencing tokens
+ *	maintenance.c	the prune and reclaim passes, in batches
+ *	worker.c	the background worker: a launcher and one worker per database
+ *	shmem.c		the worker's last-pass figures in shared memory
  *
  *-------------------------------------------------------------------------
  */
@@ -46,6 +49,12 @@
 /* Most claims one inbox_next call may take. */
 #define INBOX_NEXT_MAX				10000
 
+/* Databases whose last-pass figures shared memory keeps. */
+#define INBOX_MAX_DATABASES			128
+
+/* Longest error message kept in a database's last-pass figures. */
+#define INBOX_ERROR_LEN				256
+
 /* Names fixed by the install script (inbox.sql). */
 #define INBOX_EXTENSION_NAME	"inbox"
 #define INBOX_TABLE_NAME		"inbox"
@@ -55,12 +64,15 @@
  * Operators for the SQL text the extension runs through SPI.  Qualified,
  * because the plan cache parses a saved plan again whenever the caller's
  * search_path differs from the last one, and that path may put a schema
- * with look-alike operators before pg_catalog.
+ * with look-alike operators before pg_catalog.  OPERATOR() syntax gives
+ * every operator the same precedence, left to right: parenthesize.
  */
 #define INBOX_EQ		" OPERATOR(pg_catalog.=) "
 #define INBOX_LT		" OPERATOR(pg_catalog.<) "
 #define INBOX_LE		" OPERATOR(pg_catalog.<=) "
 #define INBOX_GE		" OPERATOR(pg_catalog.>=) "
+#define INBOX_GT		" OPERATOR(pg_catalog.>) "
+#define INBOX_MINUS		" OPERATOR(pg_catalog.-) "
 #define INBOX_PLUS		" OPERATOR(pg_catalog.+) "
 #define INBOX_CONCAT	" OPERATOR(pg_catalog.||) "
 
@@ -88,11 +100,47 @@ typedef struct InboxPlan
 	uint64		generation;
 } InboxPlan;
 
+/* The maintenance worker's last pass in one database (shmem.c). */
+typedef struct InboxDatabaseStatus
+{
+	Oid			dboid;			/* InvalidOid: a free slot */
+	int64		passes;
+	TimestampTz pass_start;
+	TimestampTz pass_end;
+	int64		pruned;
+	int64		reclaimed;
+	char		last_error[INBOX_ERROR_LEN];
+} InboxDatabaseStatus;
+
+/* One batch of a maintenance pass (maintenance.c). */
+typedef int64 (*InboxBatchFunction) (const InboxObjects *objects,
+									 TimestampTz now, int batch_size);
+
 /* inbox.c */
 extern void _PG_init(void);
 extern int	inbox_lease;
 extern int	inbox_max_attempts;
 extern int	inbox_retention;
+extern int	inbox_naptime;
+extern int	inbox_batch_size;
+extern int	inbox_lock_timeout;
+extern char *inbox_databases;
+
+/* maintenance.c */
+extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,
+							   int batch_size);
+extern int64 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
+								 int batch_size);
+
+/* worker.c */
+extern void inbox_worker_register(void);
+extern PGDLLEXPORT void inbox_launcher_main(Datum main_arg);
+extern PGDLLEXPORT void inbox_database_worker_main(Datum main_arg);
+
+/* shmem.c */
+extern void inbox_shmem_init(void);
+extern void inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
+							   int64 reclaimed, const char *error);
 
 /* objects.c */
 extern void inbox_objects_init(void);

@@ -127,7 +127,6 @@ inbox_begin(PG_FUNCTION_ARGS)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
 	JSONBOID, INTERVALOID, INT4OID};
-	static const char nulls_none[] = "       ";
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	Interval   *lease = inbox_arg_lease(fcinfo, 2);
@@ -136,7 +135,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7];
 	bool		isnull = true;
-	Datum		token = (Datum) 0;
+	int64		token = 0;
 
 	twophase_start("inbox_begin()", &objects);
 	plan = inbox_plan(&begin_plan, &objects,
@@ -158,6 +157,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  "  THEN excluded.lease_until END,"
 					  " attempts = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN i.attempts" INBOX_PLUS "1 ELSE i.attempts END,"
+					  " processed_at = CASE WHEN" ATTEMPTS_LEFT "THEN NULL ELSE $3 END,"
 					  " last_error = CASE"
 					  "  WHEN" ATTEMPTS_LEFT "THEN i.last_error"
 					  "  WHEN i.state" INBOX_EQ "'claimed'"
@@ -170,7 +170,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  " RETURNING CASE WHEN i.state" INBOX_EQ "'claimed' THEN i.token END",
 					  7, argtypes);
 
-	memcpy(nulls, nulls_none, sizeof(nulls));
+	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
@@ -184,13 +184,13 @@ inbox_begin(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "inbox_begin statement failed");
 	if (SPI_processed == 1)
-		token = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-							  &isnull);
+		token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 
 	if (isnull)
 		PG_RETURN_NULL();
-	PG_RETURN_DATUM(token);
+	PG_RETURN_INT64(token);
 }
 
 /*
@@ -212,7 +212,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 	InboxObjects objects;
 	SPIPlanPtr	plan;
 	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[6];
 	bool		extended;
 
 	twophase_start("inbox_extend()", &objects);
@@ -222,6 +222,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 					  CLAIM_WITH_TOKEN " AND state" INBOX_EQ "'claimed'",
 					  6, argtypes);
 
+	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = Int64GetDatum(token);
@@ -304,13 +305,14 @@ inbox_complete(PG_FUNCTION_ARGS)
 Datum
 inbox_fail(PG_FUNCTION_ARGS)
 {
-	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, INT4OID};
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, INT4OID,
+	TIMESTAMPTZOID};
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	int64		token = inbox_arg_token(fcinfo, 2);
 	InboxObjects objects;
 	SPIPlanPtr	plan;
-	Datum		values[5];
+	Datum		values[6];
 	bool		failed;
 
 	if (PG_ARGISNULL(3))
@@ -325,15 +327,18 @@ inbox_fail(PG_FUNCTION_ARGS)
 					  " SET state = CASE WHEN attempts" INBOX_GE
 					  CONSUMER_MAX_ATTEMPTS("$2", "$5")
 					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
+					  " processed_at = CASE WHEN attempts" INBOX_GE
+					  CONSUMER_MAX_ATTEMPTS("$2", "$5") " THEN $6 END,"
 					  " last_error = $4, lease_until = NULL"
 					  CLAIM_WITH_TOKEN " AND state" INBOX_EQ "'claimed'",
-					  5, argtypes);
+					  6, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = Int64GetDatum(token);
 	values[3] = PG_GETARG_DATUM(3);
 	values[4] = Int32GetDatum(inbox_max_attempts);
+	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "inbox_fail statement failed");
@@ -366,7 +371,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	InboxObjects objects;
 	SPIPlanPtr	plan;
 	Datum		values[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[6];
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -402,6 +407,7 @@ inbox_next(PG_FUNCTION_ARGS)
 					  " SELECT message_id, token, attempts, payload FROM taken ORDER BY id",
 					  6, argtypes);
 
+	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(consumer);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[2] = PointerGetDatum(lease);

@@ -1,0 +1,104 @@
+--
+-- The maintenance passes as SQL functions: inbox_prune, inbox_reclaim,
+-- inbox_retention_for
+--
+CREATE EXTENSION inbox;
+
+-- Ages a marker: as if it had been processed (or had failed) that long ago.
+CREATE FUNCTION pg_temp.age(p_message_id text, p_age interval) RETURNS bigint
+LANGUAGE sql AS $$
+	WITH aged AS (
+		UPDATE inbox SET received_at = clock_timestamp() - p_age,
+						 processed_at = CASE WHEN processed_at IS NOT NULL
+											 THEN clock_timestamp() - p_age END,
+						 lease_until = CASE WHEN lease_until IS NOT NULL
+											THEN clock_timestamp() - p_age END
+		WHERE message_id = p_message_id
+		RETURNING 1)
+	SELECT count(*) FROM aged
+$$;
+
+SELECT consumer FROM inbox_configure('short', retention => interval '1 hour');
+SELECT consumer FROM inbox_configure('short_two_phase', retention => interval '1 hour',
+									 max_attempts => 2);
+
+-- Markers of every kind, old and new.
+SELECT inbox_claim('old-processed', 'short') AS claimed;
+SELECT inbox_claim('new-processed', 'short') AS claimed;
+SELECT inbox_claim('old-default', 'default') AS claimed;
+SELECT inbox_complete('old-two-phase', 'short_two_phase',
+					  inbox_begin('old-two-phase', 'short_two_phase')) AS completed;
+SELECT inbox_begin('old-live', 'short_two_phase', interval '24 hours') IS NOT NULL AS live;
+SELECT inbox_fail('old-released', 'short_two_phase',
+				  inbox_begin('old-released', 'short_two_phase'), 'boom') AS released;
+SELECT consumer FROM inbox_configure('short_two_phase', max_attempts => 1);
+SELECT inbox_fail('old-failed', 'short_two_phase',
+				  inbox_begin('old-failed', 'short_two_phase'), 'gave up') AS failed;
+SELECT consumer FROM inbox_configure('short_two_phase', max_attempts => 2);
+SELECT state, processed_at IS NOT NULL AS final_time FROM inbox WHERE message_id = 'old-failed';
+
+SELECT pg_temp.age(m, interval '2 hours')
+FROM unnest(ARRAY['old-processed', 'old-two-phase', 'old-released', 'old-failed']) m;
+SELECT pg_temp.age('old-default', interval '6 days');
+-- A live claim's received_at is old, but its lease runs.
+UPDATE inbox SET received_at = clock_timestamp() - interval '2 hours' WHERE message_id = 'old-live';
+
+-- Pruning deletes processed and failed markers past their consumer's
+-- retention, and nothing else: not new ones, not ones whose consumer keeps
+-- them longer (the 7-day inbox.retention), not live or released claims.
+SELECT inbox_prune() AS pruned;
+SELECT message_id, consumer, state FROM inbox ORDER BY id;
+SELECT inbox_prune() AS pruned_again;
+
+-- inbox.retention is the default for consumers without one.
+SET inbox.retention = '1d';
+SELECT inbox_prune() AS pruned_with_shorter_default;
+RESET inbox.retention;
+
+-- Reclaiming: an expired claim with attempts left is released, one without
+-- is failed; both with the lease expiry as last error; the old tokens die.
+SELECT inbox_begin('expired-1', 'short_two_phase') AS t1 \gset
+SELECT inbox_begin('expired-2', 'short_two_phase') AS t2 \gset
+SELECT pg_temp.age('expired-1', interval '1 minute');
+SELECT pg_temp.age('expired-2', interval '1 minute');
+UPDATE inbox SET attempts = 2 WHERE message_id = 'expired-2';
+SELECT inbox_reclaim() AS reclaimed;
+SELECT message_id, state, attempts, last_error, lease_until IS NULL AS no_lease,
+	   processed_at IS NOT NULL AS final_time
+FROM inbox WHERE message_id LIKE 'expired-%' ORDER BY 1;
+SELECT inbox_complete('expired-1', 'short_two_phase', :t1) AS old_token_dead;
+SELECT inbox_extend('expired-2', 'short_two_phase', :t2) AS old_token_dead;
+SELECT inbox_begin('expired-1', 'short_two_phase') > :t1 AS released_is_claimable;
+SELECT inbox_begin('expired-2', 'short_two_phase') IS NULL AS failed_is_not;
+SELECT inbox_reclaim() AS nothing_left;
+
+-- Batches: a pass goes on until a batch comes back short.
+SET inbox.batch_size = 3;
+SELECT count(*) FROM (SELECT inbox_claim('bulk-' || g, 'short') FROM generate_series(1, 10) g) c;
+UPDATE inbox SET processed_at = processed_at - interval '2 hours' WHERE message_id LIKE 'bulk-%';
+SELECT inbox_prune() AS pruned_in_batches;
+RESET inbox.batch_size;
+
+-- inbox_retention_for: lock timeout x deliveries + time-to-live + margin.
+SELECT inbox_retention_for(interval '5 minutes', 10, interval '14 days', interval '1 day');
+SELECT inbox_retention_for(lock_timeout => interval '30 seconds', max_deliveries => 5,
+						   message_ttl => interval '0', margin => interval '1 hour');
+SELECT consumer, retention FROM inbox_configure('sqs',
+	retention => inbox_retention_for(interval '30 seconds', 3, interval '4 days', interval '3 days'));
+
+-- Bad input.
+\set SHOW_CONTEXT never
+SELECT inbox_retention_for(NULL, 10, interval '1 day', interval '1 day');
+SELECT inbox_retention_for(interval '0', 10, interval '1 day', interval '1 day');
+SELECT inbox_retention_for(interval '1 minute', 0, interval '1 day', interval '1 day');
+SELECT inbox_retention_for(interval '1 minute', 3, interval '-1 day', interval '1 day');
+SELECT inbox_retention_for(interval '1 minute', 3, interval '1 day', interval '-1 second');
+SET inbox.batch_size = 0;
+BEGIN READ ONLY;
+SELECT inbox_prune();
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT inbox_reclaim();
+ROLLBACK;
+
+DROP EXTENSION inbox;

@@ -1,0 +1,198 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintenance.c
+ *	  The maintenance passes: pruning old markers, reclaiming dead claims.
+ *
+ * Pruning deletes processed and failed markers whose processed_at is older
+ * than their consumer's retention; it never touches a claim that is live,
+ * expired or released.  Reclaiming turns claims whose lease expired into
+ * released claims (attempts left) or failed ones (attempts used up), each
+ * keeping its old token, which is thereby dead: extend, complete and fail
+ * require the claimed state.
+ *
+ * Both work in batches of at most inbox.batch_size rows, each one SQL
+ * statement that locks its rows with FOR UPDATE SKIP LOCKED, so a row that
+ * another session holds is left for a later pass rather than waited for.
+ * The background worker runs each batch in its own short transaction; the
+ * SQL functions inbox_prune() and inbox_reclaim() run all the batches of a
+ * pass in the caller's transaction.
+ *
+ * Pruning reads the partial index inbox_prunable (consumer, processed_at),
+ * one consumer at a time, so each batch reads only rows it deletes, and a
+ * consumer with a long retention costs the others nothing.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_prune);
+PG_FUNCTION_INFO_V1(inbox_reclaim);
+
+static InboxPlan prune_plan;
+static InboxPlan reclaim_plan;
+
+/* The final states, as an array constant of the extension's enum. */
+#define FINAL_STATES "'{processed,failed}'::%1$s.inbox_state[]"
+
+/*
+ * inbox_prune_batch
+ *		Delete at most batch_size markers past their retention at now.
+ *
+ * The caller is connected to SPI, has an active snapshot, and passes the
+ * objects it resolved in this transaction.  Returns the rows deleted.
+ */
+int64
+inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
+{
+	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
+	Interval	retention = {0};
+	Datum		values[3];
+	SPIPlanPtr	plan;
+
+	/*
+	 * The consumers are enumerated by skipping through the index (one
+	 * descent each), then each gives up to a batch of its oldest markers.
+	 */
+	plan = inbox_plan(&prune_plan, objects,
+					  "WITH RECURSIVE consumers(consumer) AS ("
+					  " (SELECT consumer FROM %1$s.inbox"
+					  "  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")"
+					  "  ORDER BY consumer LIMIT 1)"
+					  " UNION ALL"
+					  " SELECT (SELECT i.consumer FROM %1$s.inbox i"
+					  "  WHERE i.state" INBOX_EQ "ANY (" FINAL_STATES ")"
+					  "  AND i.consumer" INBOX_GT "c.consumer"
+					  "  ORDER BY i.consumer LIMIT 1)"
+					  " FROM consumers c WHERE c.consumer IS NOT NULL),"
+					  " doomed AS ("
+					  " SELECT d.tid FROM consumers c CROSS JOIN LATERAL ("
+					  "  SELECT i.ctid AS tid FROM %1$s.inbox i"
+					  "  WHERE i.consumer" INBOX_EQ "c.consumer"
+					  "  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")"
+					  "  AND i.processed_at" INBOX_LT "($1" INBOX_MINUS
+					  "   COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x"
+					  "   WHERE x.consumer" INBOX_EQ "c.consumer), $2))"
+					  "  ORDER BY i.processed_at LIMIT $3"
+					  "  FOR UPDATE OF i SKIP LOCKED) d"
+					  " WHERE c.consumer IS NOT NULL"
+					  " LIMIT $3)"
+					  " DELETE FROM %1$s.inbox i USING doomed d"
+					  " WHERE i.ctid" INBOX_EQ "d.tid",
+					  3, argtypes);
+
+	retention.time = (int64) inbox_retention * SECS_PER_MINUTE * USECS_PER_SEC;
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = IntervalPGetDatum(&retention);
+	values[2] = Int32GetDatum(batch_size);
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "inbox prune statement failed");
+	return (int64) SPI_processed;
+}
+
+/*
+ * inbox_reclaim_batch
+ *		Release or fail at most batch_size claims whose lease expired by now.
+ *
+ * Same calling convention as inbox_prune_batch.  Returns the claims
+ * released or failed.
+ */
+int64
+inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
+{
+	static Oid	argtypes[] = {TIMESTAMPTZOID, INT4OID, INT4OID};
+	Datum		values[3];
+	SPIPlanPtr	plan;
+
+	plan = inbox_plan(&reclaim_plan, objects,
+					  "WITH expired AS ("
+					  " SELECT i.ctid AS tid,"
+					  "  i.attempts" INBOX_GE
+					  "  COALESCE((SELECT x.max_attempts FROM %1$s.inbox_consumers x"
+					  "  WHERE x.consumer" INBOX_EQ "i.consumer), $2) AS exhausted,"
+					  "  'lease expired after attempt '" INBOX_CONCAT "i.attempts"
+					  INBOX_CONCAT "' of '" INBOX_CONCAT
+					  "  COALESCE((SELECT x.max_attempts FROM %1$s.inbox_consumers x"
+					  "  WHERE x.consumer" INBOX_EQ "i.consumer), $2) AS error"
+					  " FROM %1$s.inbox i"
+					  " WHERE i.state" INBOX_EQ "'claimed'"
+					  " AND i.lease_until" INBOX_LE "$1"
+					  " LIMIT $3"
+					  " FOR UPDATE OF i SKIP LOCKED)"
+					  " UPDATE %1$s.inbox i SET"
+					  " state = CASE WHEN e.exhausted THEN 'failed'::%1$s.inbox_state"
+					  "  ELSE 'released' END,"
+					  " processed_at = CASE WHEN e.exhausted THEN $1 END,"
+					  " last_error = e.error,"
+					  " lease_until = NULL"
+					  " FROM expired e WHERE i.ctid" INBOX_EQ "e.tid",
+					  3, argtypes);
+
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int32GetDatum(inbox_max_attempts);
+	values[2] = Int32GetDatum(batch_size);
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "inbox reclaim statement failed");
+	return (int64) SPI_processed;
+}
+
+/*
+ * maintenance_pass
+ *		Run batches of one kind until one comes back short; for the SQL
+ *		functions, all in the caller's transaction.
+ */
+static int64
+maintenance_pass(const char *caller, InboxBatchFunction batch)
+{
+	InboxObjects objects;
+	Relation	rel;
+	TimestampTz now = GetCurrentTimestamp();
+	int64		total = 0;
+	int64		done;
+
+	PreventCommandIfReadOnly(caller);
+	rel = inbox_open_table(RowExclusiveLock, &objects);
+	table_close(rel, NoLock);
+
+	SPI_connect();
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		done = batch(&objects, now, inbox_batch_size);
+		total += done;
+	} while (done == inbox_batch_size);
+	SPI_finish();
+
+	return total;
+}
+
+/*
+ * inbox_prune() returns bigint
+ *		One pruning pass in the current database; returns markers deleted.
+ */
+Datum
+inbox_prune(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(maintenance_pass("inbox_prune()", inbox_prune_batch));
+}
+
+/*
+ * inbox_reclaim() returns bigint
+ *		One reclaim pass in the current database; returns claims released
+ *		or failed.
+ */
+Datum
+inbox_reclaim(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(maintenance_pass("inbox_reclaim()", inbox_reclaim_batch));
+}
