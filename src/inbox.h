@@ -107,8 +107,10 @@ typedef struct InboxDatabaseStatus
 	int64		passes;
 	TimestampTz pass_start;
 	TimestampTz pass_end;
-	int64		pruned;
+	int64		pruned;			/* by the last pass */
 	int64		reclaimed;
+	int64		pruned_total;	/* since the server started */
+	int64		reclaimed_total;
 	char		last_error[INBOX_ERROR_LEN];
 } InboxDatabaseStatus;
 

@@ -5,7 +5,7 @@
  *
  * One slot per database the worker served: when its last pass started and
  * ended, how many markers it pruned and claims it reclaimed, and the error
- * that ended it, if any.  There is no history table (it would need pruning
+ * that ended it, if any; and the totals since the server started.  There is no history table (it would need pruning
  * itself); these figures are what inbox_worker_status() shows.  They are
  * lost at restart, which is what a last-pass report should do.
  *
@@ -132,6 +132,8 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 	slot->pass_end = GetCurrentTimestamp();
 	slot->pruned = pruned;
 	slot->reclaimed = reclaimed;
+	slot->pruned_total += pruned;
+	slot->reclaimed_total += reclaimed;
 	strlcpy(slot->last_error, error ? error : "", sizeof(slot->last_error));
 	slot->passes++;
 	LWLockRelease(shared_state->lock);
@@ -141,7 +143,8 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
  * inbox_worker_status()
  *		returns table (database name, passes bigint,
  *					   last_pass_start timestamptz, last_pass_end timestamptz,
- *					   pruned bigint, reclaimed bigint, last_error text)
+ *					   pruned bigint, reclaimed bigint, last_error text,
+ *					   pruned_total bigint, reclaimed_total bigint)
  *
  * The maintenance worker's last pass in every database it served.
  */
@@ -168,8 +171,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 	for (int i = 0; i < INBOX_MAX_DATABASES; i++)
 	{
 		InboxDatabaseStatus *slot = &copy[i];
-		Datum		values[7];
-		bool		nulls[7] = {0};
+		Datum		values[9];
+		bool		nulls[9] = {0};
 		char	   *name;
 
 		if (slot->dboid == InvalidOid)
@@ -186,6 +189,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 		values[5] = Int64GetDatum(slot->reclaimed);
 		values[6] = CStringGetTextDatum(slot->last_error);
 		nulls[6] = slot->last_error[0] == '\0';
+		values[7] = Int64GetDatum(slot->pruned_total);
+		values[8] = Int64GetDatum(slot->reclaimed_total);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

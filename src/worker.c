@@ -12,14 +12,15 @@
  * and a database created later is served at the next pass without any
  * configuration.
  *
- * A database worker checks, at the start of every batch, that the
- * extension is installed and committed (a database without it, or where
- * CREATE EXTENSION has not committed yet, is left alone), then runs the
- * prune and reclaim passes in batches, each batch one short transaction.
- * Nothing is cached across transactions except through objects.c, whose
- * cache is invalidated by DROP EXTENSION; so DROP EXTENSION waits for at
- * most one batch, and lock_timeout (inbox.lock_timeout) bounds what a
- * batch waits for, since statement_timeout does not apply here.
+ * A database worker runs the prune and reclaim passes in batches, each
+ * batch one short transaction that starts by locking the extension (in
+ * share mode) if it is installed and committed; a database without it, or
+ * where CREATE EXTENSION has not committed yet, is left alone.  That lock
+ * is what makes DROP EXTENSION wait for at most one batch, and the batch
+ * after it stop.  Nothing is cached across transactions except through
+ * objects.c, whose cache DROP EXTENSION invalidates.  lock_timeout
+ * (inbox.lock_timeout) bounds what a batch waits for, since
+ * statement_timeout does not apply here.
  *
  * Errors: a database worker that fails logs the error, records it in
  * shared memory, and exits; the launcher starts a new one at the next
@@ -41,6 +42,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -49,6 +51,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -74,6 +77,7 @@ static List *launcher_databases(void);
 static bool launcher_selected(const char *name);
 static void launcher_run_worker(const LauncherDatabase *database);
 static void reload_settings_if_asked(void);
+static bool worker_lock_extension(void);
 static int64 worker_pass(InboxBatchFunction batch, const char *activity);
 
 /*
@@ -313,6 +317,27 @@ launcher_run_worker(const LauncherDatabase *database)
 }
 
 /*
+ * worker_lock_extension
+ *		Lock the extension against DROP EXTENSION for this transaction, if
+ *		it is installed and committed; false if it is not.
+ *
+ * DROP EXTENSION locks the extension exclusively, so it waits for the
+ * batch in progress, and a batch that waited for DROP finds it gone.
+ */
+static bool
+worker_lock_extension(void)
+{
+	Oid			extension = get_extension_oid(INBOX_EXTENSION_NAME, true);
+
+	if (!OidIsValid(extension))
+		return false;
+	LockDatabaseObject(ExtensionRelationId, extension, 0, AccessShareLock);
+
+	/* Locking absorbed any invalidation: was it dropped meanwhile? */
+	return get_extension_oid(INBOX_EXTENSION_NAME, true) == extension;
+}
+
+/*
  * worker_pass
  *		Run batches of one kind, each in its own transaction, until one
  *		comes back short.  Returns the rows done, or -1 when the extension
@@ -335,7 +360,7 @@ worker_pass(InboxBatchFunction batch, const char *activity)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, activity);
 
-		if (OidIsValid(get_extension_oid(INBOX_EXTENSION_NAME, true)))
+		if (worker_lock_extension())
 		{
 			InboxObjects objects;
 			Relation	rel = inbox_open_table(RowExclusiveLock, &objects);
