@@ -56,7 +56,7 @@ inbox--$(EXTVERSION).sql: inbox.sql
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.
-.PHONY: demo test bench
+.PHONY: demo test bench bench-prune
 demo:
 	@scripts/demo
 
@@ -66,3 +66,6 @@ test:
 # Not part of make test: benchmarks take minutes and assert nothing.
 bench:
 	@bench/run
+
+bench-prune:
+	@bench/prune

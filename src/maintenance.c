@@ -19,7 +19,9 @@
  *
  * Pruning reads the partial index inbox_prunable (consumer, processed_at),
  * one consumer at a time, so each batch reads only rows it deletes, and a
- * consumer with a long retention costs the others nothing.
+ * consumer with a long retention costs the others nothing.  Both passes
+ * then change the rows they locked by their ctids (a TID scan), never by a
+ * join that the planner could turn into a scan of the whole table.
  *
  *-------------------------------------------------------------------------
  */
@@ -42,6 +44,11 @@ static InboxPlan reclaim_plan;
 
 /* The final states, as an array constant of the extension's enum. */
 #define FINAL_STATES "'{processed,failed}'::%1$s.inbox_state[]"
+
+/* In reclaim: the max_attempts of claim i's consumer. */
+#define MAX_ATTEMPTS \
+	" COALESCE((SELECT c.max_attempts FROM %1$s.inbox_consumers c" \
+	" WHERE c.consumer" INBOX_EQ "i.consumer), $2) "
 
 /*
  * inbox_prune_batch
@@ -85,8 +92,8 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
 					  "  FOR UPDATE OF i SKIP LOCKED) d"
 					  " WHERE c.consumer IS NOT NULL"
 					  " LIMIT $3)"
-					  " DELETE FROM %1$s.inbox i USING doomed d"
-					  " WHERE i.ctid" INBOX_EQ "d.tid",
+					  " DELETE FROM %1$s.inbox"
+					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))",
 					  3, argtypes);
 
 	retention.time = (int64) inbox_retention * SECS_PER_MINUTE * USECS_PER_SEC;
@@ -114,27 +121,20 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now, int batch_size
 	SPIPlanPtr	plan;
 
 	plan = inbox_plan(&reclaim_plan, objects,
-					  "WITH expired AS ("
-					  " SELECT i.ctid AS tid,"
-					  "  i.attempts" INBOX_GE
-					  "  COALESCE((SELECT x.max_attempts FROM %1$s.inbox_consumers x"
-					  "  WHERE x.consumer" INBOX_EQ "i.consumer), $2) AS exhausted,"
-					  "  'lease expired after attempt '" INBOX_CONCAT "i.attempts"
-					  INBOX_CONCAT "' of '" INBOX_CONCAT
-					  "  COALESCE((SELECT x.max_attempts FROM %1$s.inbox_consumers x"
-					  "  WHERE x.consumer" INBOX_EQ "i.consumer), $2) AS error"
-					  " FROM %1$s.inbox i"
-					  " WHERE i.state" INBOX_EQ "'claimed'"
-					  " AND i.lease_until" INBOX_LE "$1"
-					  " LIMIT $3"
-					  " FOR UPDATE OF i SKIP LOCKED)"
-					  " UPDATE %1$s.inbox i SET"
-					  " state = CASE WHEN e.exhausted THEN 'failed'::%1$s.inbox_state"
-					  "  ELSE 'released' END,"
-					  " processed_at = CASE WHEN e.exhausted THEN $1 END,"
-					  " last_error = e.error,"
+					  "UPDATE %1$s.inbox i SET"
+					  " state = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
+					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
+					  " processed_at = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
+					  "  THEN $1 END,"
+					  " last_error = 'lease expired after attempt '" INBOX_CONCAT
+					  "  i.attempts" INBOX_CONCAT "' of '" INBOX_CONCAT MAX_ATTEMPTS ","
 					  " lease_until = NULL"
-					  " FROM expired e WHERE i.ctid" INBOX_EQ "e.tid",
+					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
+					  "  SELECT x.ctid FROM %1$s.inbox x"
+					  "  WHERE x.state" INBOX_EQ "'claimed'"
+					  "  AND x.lease_until" INBOX_LE "$1"
+					  "  LIMIT $3"
+					  "  FOR UPDATE SKIP LOCKED))",
 					  3, argtypes);
 
 	values[0] = TimestampTzGetDatum(now);

@@ -123,7 +123,7 @@ void
 inbox_launcher_main(Datum main_arg)
 {
 	MemoryContext pass_context;
-	TimestampTz last_pass;
+	TimestampTz last_pass_end;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -138,7 +138,7 @@ inbox_launcher_main(Datum main_arg)
 										 ALLOCSET_DEFAULT_SIZES);
 
 	/* The first pass comes one nap after the start, like every other. */
-	last_pass = GetCurrentTimestamp();
+	last_pass_end = GetCurrentTimestamp();
 
 	for (;;)
 	{
@@ -148,11 +148,11 @@ inbox_launcher_main(Datum main_arg)
 		reload_settings_if_asked();
 
 		/*
-		 * Wait out the rest of the nap since the last pass; a reload that
-		 * changes inbox.naptime takes effect at once.
+		 * Nap for inbox.naptime after the end of the last pass; a reload
+		 * that changes inbox.naptime takes effect at once.
 		 */
 		wait_ms = inbox_naptime * 1000L -
-			TimestampDifferenceMilliseconds(last_pass, GetCurrentTimestamp());
+			TimestampDifferenceMilliseconds(last_pass_end, GetCurrentTimestamp());
 		if (wait_ms > 0)
 		{
 			(void) WaitLatch(MyLatch,
@@ -162,7 +162,6 @@ inbox_launcher_main(Datum main_arg)
 			continue;
 		}
 
-		last_pass = GetCurrentTimestamp();
 		if (!RecoveryInProgress())
 		{
 			MemoryContext old = MemoryContextSwitchTo(pass_context);
@@ -171,6 +170,7 @@ inbox_launcher_main(Datum main_arg)
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(pass_context);
 		}
+		last_pass_end = GetCurrentTimestamp();
 	}
 }
 
