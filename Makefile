@@ -32,7 +32,7 @@ REGRESS = objects claim claim_many claim_errors privileges search_path cache \
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many \
-	twophase-begin-race twophase-takeover twophase-sweepers
+	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

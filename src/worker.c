@@ -72,6 +72,8 @@ typedef struct LauncherDatabase
 	char		name[NAMEDATALEN];
 } LauncherDatabase;
 
+static void worker_describe(BackgroundWorker *worker, const char *function,
+							int restart_seconds);
 static void launcher_pass(void);
 static List *launcher_databases(void);
 static bool launcher_selected(const char *name);
@@ -89,16 +91,29 @@ inbox_worker_register(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = INBOX_LAUNCHER_RESTART_SECONDS;
-	strlcpy(worker.bgw_library_name, "inbox", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "inbox_launcher_main", BGW_MAXLEN);
+	worker_describe(&worker, "inbox_launcher_main",
+					INBOX_LAUNCHER_RESTART_SECONDS);
 	strlcpy(worker.bgw_name, "inbox launcher", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "inbox launcher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * worker_describe
+ *		Fill in what the launcher and the database workers have in common:
+ *		a database connection, started once recovery has finished.
+ */
+static void
+worker_describe(BackgroundWorker *worker, const char *function,
+				int restart_seconds)
+{
+	memset(worker, 0, sizeof(BackgroundWorker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = restart_seconds;
+	strlcpy(worker->bgw_library_name, "inbox", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, function, BGW_MAXLEN);
 }
 
 /*
@@ -285,13 +300,7 @@ launcher_run_worker(const LauncherDatabase *database)
 	BgwHandleStatus status;
 	pid_t		pid;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "inbox", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "inbox_database_worker_main", BGW_MAXLEN);
+	worker_describe(&worker, "inbox_database_worker_main", BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "inbox worker for database %s",
 			 database->name);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "inbox worker %s", database->name);
