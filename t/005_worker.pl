@@ -113,6 +113,21 @@ $node->safe_psql('later', q{
 ok($node->poll_query_until('later', 'SELECT count(*) = 0 FROM inbox'),
 	'a database created later is served');
 
+# inbox.databases restricts the worker to the databases listed.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET inbox.databases = 'later'});
+$node->reload;
+my $app_passes = passes_after_current($node);
+my $later_passes = $node->safe_psql('later',
+	q{SELECT passes FROM inbox_worker_status() WHERE database = 'later'});
+ok( $node->poll_query_until('later',
+		qq{SELECT passes >= $later_passes + 2 FROM inbox_worker_status() WHERE database = 'later'}),
+	'with inbox.databases set, the listed database is still served');
+is( $node->safe_psql('app',
+		q{SELECT passes FROM inbox_worker_status() WHERE database = 'app'}),
+	$app_passes, 'and the others are not');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET inbox.databases');
+$node->reload;
+
 # A lock held by another session makes a pass give up after
 # inbox.lock_timeout, and the next pass succeed once the lock is gone.
 my $locker = $node->background_psql('app');
