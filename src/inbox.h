@@ -126,6 +126,7 @@ extern int	inbox_retention;
 extern int	inbox_naptime;
 extern int	inbox_batch_size;
 extern int	inbox_lock_timeout;
+extern int	inbox_batch_delay;
 extern char *inbox_databases;
 
 /* maintenance.c */

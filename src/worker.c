@@ -390,6 +390,14 @@ worker_pass(InboxBatchFunction batch, const char *activity)
 		total += done;
 		if (done < inbox_batch_size)
 			return total;
+
+		/* Leave room for the database's own work between full batches. */
+		if (inbox_batch_delay > 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 inbox_batch_delay, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ shared_preload_libraries = 'inbox'
 inbox.naptime = 1
 inbox.batch_size = 1000
 inbox.lock_timeout = 200
+inbox.batch_delay = 10
 });
 $node->start;
 

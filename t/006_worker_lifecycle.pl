@@ -18,6 +18,7 @@ $primary->append_conf(
 shared_preload_libraries = 'inbox'
 inbox.naptime = 1
 inbox.batch_size = 500
+inbox.batch_delay = 10
 });
 $primary->start;
 $primary->safe_psql('postgres', 'CREATE EXTENSION inbox');
