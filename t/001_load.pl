@@ -36,6 +36,19 @@ foreach my $preload (1, 0)
 		't',
 		"$label: fresh session loads the library");
 
+	# The worker and its shared memory exist only when preloaded.
+	my ($ret, $out, $err) = $node->psql('postgres', 'SELECT count(*) FROM inbox_worker_status()');
+	if ($preload)
+	{
+		is($ret, 0, "$label: inbox_worker_status answers");
+	}
+	else
+	{
+		like($err, qr/the inbox worker is not running/,
+			"$label: inbox_worker_status says the worker needs preloading");
+		like($err, qr/shared_preload_libraries/, "$label: and names the setting");
+	}
+
 	$node->stop;
 }
 
