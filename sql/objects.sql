@@ -33,13 +33,9 @@ WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'inbox')
   AND deptype = 'e'
   AND obj_description(objid, classid::regclass::name) IS NULL;
 
--- The table enforces the documented key limits for rows written by hand.
-\set VERBOSITY terse
-INSERT INTO inbox (message_id, consumer) VALUES ('', 'c');
-INSERT INTO inbox (message_id, consumer) VALUES (repeat('x', 1025), 'c');
-INSERT INTO inbox (message_id, consumer) VALUES ('m', repeat('c', 257));
-INSERT INTO inbox (message_id, consumer) VALUES (repeat('x', 1024), repeat('c', 256));
-\set VERBOSITY default
-SELECT octet_length(message_id), octet_length(consumer), state, attempts FROM inbox;
+-- The table itself has no CHECK constraints (they cost every insert); the
+-- functions enforce the key limits (sql/claim_errors.sql).
+SELECT count(*) AS check_constraints FROM pg_constraint
+WHERE conrelid = 'inbox'::regclass AND contype = 'c';
 
 DROP EXTENSION inbox;

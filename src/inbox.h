@@ -33,8 +33,8 @@
  * Documented limits on the key columns.  Together they keep a key well
  * below the btree limit of about a third of a page (2704 bytes with 8kB
  * pages), so a long id is refused with a clear message before the index
- * would refuse it with an obscure one.  The table enforces the same limits
- * with CHECK constraints; keep inbox.sql in step.
+ * would refuse it with an obscure one.  The functions are the only check:
+ * the table has no CHECK constraints (see inbox.sql).
  */
 #define INBOX_MESSAGE_ID_MAX_BYTES	1024
 #define INBOX_CONSUMER_MAX_BYTES	256

@@ -1,3 +1,4 @@
 -- a new message, with a raw INSERT ... ON CONFLICT DO NOTHING
 \set r random(1, 9223372036854775807)
-INSERT INTO raw_inbox (message_id, consumer) VALUES ('n-' || :client_id || '-' || :r, 'credit') ON CONFLICT DO NOTHING;
+INSERT INTO raw_inbox (message_id, consumer, processed_at)
+VALUES ('n-' || :client_id || '-' || :r, 'credit', now()) ON CONFLICT DO NOTHING;
