@@ -80,6 +80,8 @@ static InboxPlan fail_plan;
 static InboxPlan next_plan;
 
 static void twophase_start(const char *caller, InboxObjects *objects);
+static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
+								   const char *nulls);
 static Datum default_lease(void);
 
 /*
@@ -98,6 +100,19 @@ twophase_start(const char *caller, InboxObjects *objects)
 	rel = inbox_open_table(RowExclusiveLock, objects);
 	table_close(rel, NoLock);
 	SPI_connect();
+}
+
+/*
+ * twophase_changed_claim
+ *		Run an UPDATE of one claim (the plan names it by key and token);
+ *		true if it changed the row, false if the token was not current.
+ */
+static bool
+twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
+{
+	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "inbox claim update failed");
+	return SPI_processed == 1;
 }
 
 /*
@@ -231,9 +246,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 	nulls[4] = lease ? ' ' : 'n';
 	values[5] = default_lease();
 
-	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "inbox_extend statement failed");
-	extended = SPI_processed == 1;
+	extended = twophase_changed_claim(plan, values, nulls);
 	SPI_finish();
 
 	PG_RETURN_BOOL(extended);
@@ -270,9 +283,7 @@ inbox_complete(PG_FUNCTION_ARGS)
 	values[2] = Int64GetDatum(token);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "inbox_complete statement failed");
-	completed = SPI_processed == 1;
+	completed = twophase_changed_claim(plan, values, NULL);
 
 	/*
 	 * A repeat: already processed under this very token.  A separate
@@ -340,9 +351,7 @@ inbox_fail(PG_FUNCTION_ARGS)
 	values[4] = Int32GetDatum(inbox_max_attempts);
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "inbox_fail statement failed");
-	failed = SPI_processed == 1;
+	failed = twophase_changed_claim(plan, values, NULL);
 	SPI_finish();
 
 	PG_RETURN_BOOL(failed);
