@@ -27,7 +27,6 @@
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
-#include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"

@@ -14,7 +14,10 @@
  * is reported as false, never as success.
  *
  * Concurrency: each function is one SQL statement (complete may add a
- * read-only second one), so row locks decide every race.  Concurrent
+ * read-only second one), so row locks decide every race.  A statement that
+ * locks rows first and then changes them (inbox_next, like the maintenance
+ * passes) changes them by ctid, a TID scan, never through a join the
+ * planner could turn into a scan of the whole table.  Concurrent
  * begins on one message serialize on the unique key and the row lock of
  * INSERT ... ON CONFLICT DO UPDATE, whose WHERE is re-checked on the latest
  * row version: exactly one takes the claim.  inbox_next locks its rows with
@@ -398,20 +401,19 @@ inbox_next(PG_FUNCTION_ARGS)
 					  "WITH settings AS ("
 					  " SELECT " CONSUMER_LEASE("$1", "$3", "$5") " AS lease,"
 					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
-					  " candidates AS ("
-					  " SELECT id FROM %1$s.inbox"
-					  " WHERE consumer" INBOX_EQ "$1"
-					  " AND (state" INBOX_EQ "'released' OR (state" INBOX_EQ "'claimed'"
-					  "  AND lease_until" INBOX_LE "$2))"
-					  " AND attempts" INBOX_LT "(SELECT max_attempts FROM settings)"
-					  " ORDER BY id LIMIT $4"
-					  " FOR UPDATE SKIP LOCKED),"
 					  " taken AS ("
 					  " UPDATE %1$s.inbox i SET state = 'claimed',"
 					  " token = pg_catalog.nextval('%1$s.inbox_token_seq'),"
 					  " lease_until = $2" INBOX_PLUS "(SELECT lease FROM settings),"
 					  " attempts = i.attempts" INBOX_PLUS "1"
-					  " FROM candidates c WHERE i.id" INBOX_EQ "c.id"
+					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
+					  "  SELECT x.ctid FROM %1$s.inbox x"
+					  "  WHERE x.consumer" INBOX_EQ "$1"
+					  "  AND (x.state" INBOX_EQ "'released' OR (x.state" INBOX_EQ "'claimed'"
+					  "   AND x.lease_until" INBOX_LE "$2))"
+					  "  AND x.attempts" INBOX_LT "(SELECT max_attempts FROM settings)"
+					  "  ORDER BY x.id LIMIT $4"
+					  "  FOR UPDATE SKIP LOCKED))"
 					  " RETURNING i.id, i.message_id, i.token, i.attempts, i.payload)"
 					  " SELECT message_id, token, attempts, payload FROM taken ORDER BY id",
 					  6, argtypes);
