@@ -18,6 +18,7 @@ OBJS = \
 	src/objects.o \
 	src/validate.o \
 	src/claim.o \
+	src/marker.o \
 	src/twophase.o \
 	src/maintenance.o \
 	src/worker.o \
@@ -27,11 +28,11 @@ DATA_built = inbox--$(EXTVERSION).sql
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
-REGRESS = objects claim claim_many claim_errors privileges search_path cache \
+REGRESS = objects claim claim_many marker claim_errors privileges search_path cache \
 	twophase sweeper twophase_errors configure maintenance
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
-	duplicate-keeps-transaction race-claim-many \
+	duplicate-keeps-transaction race-claim-many race-prune \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
@@ -53,6 +54,9 @@ endif
 
 inbox--$(EXTVERSION).sql: inbox.sql
 	cp $< $@
+
+# PGXS tracks no header dependencies; every source file includes both.
+$(OBJS): src/inbox.h src/compat.h
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.

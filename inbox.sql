@@ -16,8 +16,12 @@ CREATE TABLE inbox (
 	-- Sequential, so markers append to the end of the table and its primary
 	-- key; the broker's (often random) message id is never the primary key.
 	id				bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-	message_id		text NOT NULL,
-	consumer		text NOT NULL,
+	-- Keys compare byte for byte ("C"): ids are opaque, equal only when
+	-- identical, and the key index then neither depends on the operating
+	-- system's collation library (whose upgrades have silently corrupted
+	-- unique indexes on text) nor pays for locale-aware comparisons.
+	message_id		text COLLATE "C" NOT NULL,
+	consumer		text COLLATE "C" NOT NULL,
 	state			inbox_state NOT NULL DEFAULT 'processed',
 	received_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	processed_at	timestamptz,
@@ -84,7 +88,7 @@ COMMENT ON SEQUENCE inbox_token_seq IS 'fencing tokens of two-phase claims';
 --
 
 CREATE TABLE inbox_consumers (
-	consumer		text PRIMARY KEY,
+	consumer		text COLLATE "C" PRIMARY KEY,
 	retention		interval,
 	lease			interval,
 	max_attempts	integer,

@@ -31,17 +31,23 @@ SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid_assigned;
 COMMIT;
 SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 
--- A new claim costs two transaction ids: its transaction's and its
--- subtransaction's.  (The difference below also counts the id that the
+-- Under READ COMMITTED a new claim costs one transaction id, its
+-- transaction's: the marker is written without a subtransaction.  Under
+-- REPEATABLE READ it costs two, the second for the subtransaction of the
+-- general path.  (Each difference below also counts the id that the
 -- measuring statement itself takes.)
 SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
 SELECT inbox_claim('m-3', 'credit') AS new_claim;
 SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS xids_used;
+SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_claim('m-3-rr', 'credit') AS new_claim_repeatable_read;
+COMMIT;
+SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS xids_used;
 
--- Inside one transaction: a marker written by an earlier statement is seen
--- by the probe; one written earlier in the same statement is caught as a
--- unique violation.  Either way the answer is false and the transaction
--- stays usable.
+-- Inside one transaction: a marker written by an earlier statement, or
+-- earlier in the same statement, is seen by the probe.  Either way the
+-- answer is false and the transaction stays usable.
 CREATE TABLE accounts (id int PRIMARY KEY, balance int NOT NULL);
 INSERT INTO accounts VALUES (42, 0);
 BEGIN;

@@ -9,7 +9,13 @@
  * the winner among concurrent claimers; this file only has to read that
  * verdict correctly and cheaply.
  *
- * inbox_claim takes two paths:
+ * Under READ COMMITTED, on the table as inbox.sql created it, both functions
+ * write markers through the table and index access methods (marker.c): one
+ * probe of the key index with a dirty snapshot, then a speculative insert,
+ * the protocol of INSERT ... ON CONFLICT DO NOTHING.  No subtransaction, no
+ * SPI.  Otherwise they take the general path below.
+ *
+ * On the general path, inbox_claim takes two steps:
  *
  *	1. A probe of the key index with the caller's active snapshot.  A marker
  *	   that is visible (committed by someone else, or written earlier in this
@@ -28,14 +34,16 @@
  *	   would raise a serialization failure for a row committed after the
  *	   snapshot.
  *
- * Each successful path-2 claim leaves one committed subtransaction in the
+ * Each successful step-2 claim leaves one committed subtransaction in the
  * backend's 64-entry subxid cache until the top-level transaction ends, so
- * inbox_claim_many does not use subtransactions at all: it probes every id,
- * then inserts the rest with one INSERT ... ON CONFLICT DO NOTHING.
+ * inbox_claim_many does not use subtransactions at all: on the general path
+ * it probes every id, then inserts the rest with one INSERT ... ON CONFLICT
+ * DO NOTHING.
  *
- * Row-level security: when policies apply to the caller, the probe is
- * skipped and every claim goes through the INSERT, so the policies' WITH
- * CHECK clauses decide which consumers a role may claim for.
+ * Row-level security: when policies apply to the caller, the general path
+ * is taken without the probe, and every claim goes through the INSERT, so
+ * the policies' WITH CHECK clauses decide which consumers a role may claim
+ * for.
  *
  *-------------------------------------------------------------------------
  */
@@ -259,8 +267,18 @@ claim_one(text *message_id, text *consumer)
 	Relation	index;
 	bool		probe;
 	bool		found = false;
+	MarkerWriter writer;
 
 	heap = claim_open("inbox_claim()", &objects, &index, &probe);
+	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe))
+	{
+		bool		claimed = inbox_marker_claim(&writer, message_id);
+
+		inbox_marker_end(&writer);
+		claim_close(heap, index);
+		return claimed;
+	}
+
 	if (probe)
 	{
 		ClaimProbe	p;
@@ -360,6 +378,7 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	bool		probe;
 	SPIPlanPtr	plan;
 	Datum		values[3];
+	MarkerWriter writer;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -397,8 +416,25 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	qsort(ids, nids, sizeof(Datum), compare_ids);
 	nids = qunique(ids, nids, sizeof(Datum), compare_ids);
 
-	/* Keep only the ids without a visible marker. */
 	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
+	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe))
+	{
+		for (int i = 0; i < nids; i++)
+		{
+			if (inbox_marker_claim(&writer, DatumGetTextPP(ids[i])))
+			{
+				bool		isnull = false;
+
+				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
+									 &ids[i], &isnull);
+			}
+		}
+		inbox_marker_end(&writer);
+		claim_close(heap, index);
+		return (Datum) 0;
+	}
+
+	/* General path: keep only the ids without a visible marker. */
 	if (probe)
 	{
 		ClaimProbe	p;

@@ -28,4 +28,18 @@
 #define inbox_database_is_invalid(form) false
 #endif
 
+/*
+ * Index insertion for a speculative insert (marker.c): version 16 added an
+ * argument for HOT updates of summarizing indexes, false for an insert.
+ */
+#if PG_VERSION_NUM >= 160000
+#define inbox_insert_index_tuples(rri, slot, estate, conflict, arbiters) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
+						  (arbiters), false)
+#else
+#define inbox_insert_index_tuples(rri, slot, estate, conflict, arbiters) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
+						  (arbiters))
+#endif
+
 #endif							/* INBOX_COMPAT_H */

@@ -10,6 +10,7 @@
  *				cached per backend
  *	validate.c	argument checks shared by every SQL-callable function
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
+ *	marker.c	their fast path: markers written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	maintenance.c	the prune and reclaim passes, in batches
  *	worker.c	the background worker: a launcher and one worker per database
@@ -22,10 +23,13 @@
 
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "nodes/execnodes.h"
 #include "storage/lockdefs.h"
 #include "utils/relcache.h"
+#include "utils/snapshot.h"
 
 #include "compat.h"
 
@@ -58,7 +62,11 @@
 /* Names fixed by the install script (inbox.sql). */
 #define INBOX_EXTENSION_NAME	"inbox"
 #define INBOX_TABLE_NAME		"inbox"
+#define INBOX_STATE_TYPE_NAME	"inbox_state"
 #define INBOX_KEY_NAME			"inbox_message_id_consumer_key"
+#define INBOX_PKEY_NAME			"inbox_pkey"
+#define INBOX_OPEN_CLAIMS_NAME	"inbox_open_claims"
+#define INBOX_PRUNABLE_NAME		"inbox_prunable"
 
 /*
  * Operators for the SQL text the extension runs through SPI.  Qualified,
@@ -85,6 +93,13 @@ typedef struct InboxObjects
 	Oid			schema_oid;
 	Oid			table_oid;
 	Oid			key_index_oid;	/* unique index on (message_id, consumer) */
+	/* The rest may be InvalidOid on an altered table: claims then use SPI. */
+	Oid			id_sequence_oid;	/* identity sequence of inbox.id */
+	Oid			state_type_oid; /* the inbox_state enum */
+	Oid			processed_oid;	/* its 'processed' label */
+	Oid			pkey_oid;		/* the table's other indexes */
+	Oid			open_claims_oid;
+	Oid			prunable_oid;
 	NameData	schema_name;
 	uint64		generation;		/* changes whenever the above are looked up
 								 * again; cached plans compare it */
@@ -99,6 +114,32 @@ typedef struct InboxPlan
 	struct _SPI_plan *plan;
 	uint64		generation;
 } InboxPlan;
+
+/*
+ * Writes the markers of one claim call for one consumer through the table
+ * and index access methods (marker.c).  Only valid within that call.
+ */
+typedef struct MarkerWriter
+{
+	const InboxObjects *objects;
+	Relation	heap;
+	Relation	key_index;
+	text	   *consumer;
+	TimestampTz now;			/* received_at and processed_at */
+	/* the probe of the key index */
+	SnapshotData dirty;
+	ScanKeyData keys[2];
+	IndexScanDesc probe;
+	TupleTableSlot *probe_slot;
+	/* set up by the first insert of the call */
+	TupleTableSlot *insert_slot;
+	CommandId	cid;
+	Relation	pkey;			/* NULL: other indexes exist, the executor */
+	Relation	prunable;		/* inserts the entries, with the state below */
+	EState	   *estate;
+	ResultRelInfo *result_rel;
+	List	   *arbiters;
+} MarkerWriter;
 
 /* The maintenance worker's last pass in one database (shmem.c). */
 typedef struct InboxDatabaseStatus
@@ -128,6 +169,14 @@ extern int	inbox_batch_size;
 extern int	inbox_lock_timeout;
 extern int	inbox_batch_delay;
 extern char *inbox_databases;
+
+/* marker.c */
+extern bool inbox_marker_begin(MarkerWriter *writer,
+							   const InboxObjects *objects, Relation heap,
+							   Relation key_index, text *consumer,
+							   bool row_security);
+extern bool inbox_marker_claim(MarkerWriter *writer, text *message_id);
+extern void inbox_marker_end(MarkerWriter *writer);
 
 /* maintenance.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,

@@ -25,14 +25,18 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "catalog/dependency.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_enum.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "inbox.h"
 
@@ -114,6 +118,7 @@ objects_lookup(void)
 	Oid			schema = objects_extension_schema();
 	Oid			table = get_relname_relid(INBOX_TABLE_NAME, schema);
 	Oid			key_index = get_relname_relid(INBOX_KEY_NAME, schema);
+	InboxObjects found;
 	char	   *schema_name = get_namespace_name(schema);
 
 	if (!OidIsValid(table) || !OidIsValid(key_index) || schema_name == NULL)
@@ -126,21 +131,35 @@ objects_lookup(void)
 						   schema_name ? schema_name : "?"),
 				 errhint("Recreate the extension with DROP EXTENSION and CREATE EXTENSION.")));
 
+	memset(&found, 0, sizeof(found));
+	found.schema_oid = schema;
+	found.table_oid = table;
+	found.key_index_oid = key_index;
+	namestrcpy(&found.schema_name, schema_name);
+
+	/* What the claims' fast path (marker.c) writes without SQL. */
+	found.id_sequence_oid = getIdentitySequence(table, 1, true);
+	found.state_type_oid = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+										   CStringGetDatum(INBOX_STATE_TYPE_NAME),
+										   ObjectIdGetDatum(schema));
+	if (OidIsValid(found.state_type_oid))
+		found.processed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
+											  ObjectIdGetDatum(found.state_type_oid),
+											  CStringGetDatum("processed"));
+	found.pkey_oid = get_relname_relid(INBOX_PKEY_NAME, schema);
+	found.open_claims_oid = get_relname_relid(INBOX_OPEN_CLAIMS_NAME, schema);
+	found.prunable_oid = get_relname_relid(INBOX_PRUNABLE_NAME, schema);
+
 	/*
-	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the OIDs as
-	 * they were; only a real change of objects starts a new generation, so
-	 * that plans built on the old ones are rebuilt.
+	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the objects as
+	 * they were; only a real change starts a new generation, so that plans
+	 * built on the old ones are rebuilt.
 	 */
-	if (schema != objects_cache.schema_oid ||
-		table != objects_cache.table_oid ||
-		key_index != objects_cache.key_index_oid ||
-		strcmp(schema_name, NameStr(objects_cache.schema_name)) != 0)
+	found.generation = objects_cache.generation;
+	if (memcmp(&found, &objects_cache, sizeof(found)) != 0)
 	{
-		objects_cache.schema_oid = schema;
-		objects_cache.table_oid = table;
-		objects_cache.key_index_oid = key_index;
-		namestrcpy(&objects_cache.schema_name, schema_name);
-		objects_cache.generation = ++generation;
+		found.generation = ++generation;
+		objects_cache = found;
 	}
 	objects_cache_valid = true;
 }
