@@ -60,7 +60,7 @@ $(OBJS): src/inbox.h src/compat.h
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.
-.PHONY: demo test bench bench-prune
+.PHONY: demo test bench bench-prune bench-growth bench-robustness
 demo:
 	@scripts/demo
 
@@ -73,3 +73,9 @@ bench:
 
 bench-prune:
 	@bench/prune
+
+bench-growth:
+	@bench/growth
+
+bench-robustness:
+	@bench/robustness
