@@ -32,7 +32,7 @@ REGRESS = objects claim claim_many marker claim_errors privileges search_path ca
 	twophase sweeper twophase_errors configure maintenance
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
-	duplicate-keeps-transaction race-claim-many race-prune \
+	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
