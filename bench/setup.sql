@@ -22,6 +22,11 @@ CREATE TABLE plpgsql_inbox (LIKE article_inbox INCLUDING ALL);
 CREATE TABLE client_inbox (LIKE article_inbox INCLUDING ALL);
 CREATE TABLE batch_inbox (LIKE article_inbox INCLUDING ALL);
 
+-- The article's table with the index a user needs to prune it by age: the
+-- counterpart of inbox's own inbox_prunable.
+CREATE TABLE rawidx_inbox (LIKE article_inbox INCLUDING ALL);
+CREATE INDEX ON rawidx_inbox (consumer, processed_at);
+
 -- A PL/pgSQL function with an EXCEPTION block.
 CREATE FUNCTION plpgsql_claim(p_message_id text, p_consumer text)
 RETURNS boolean LANGUAGE plpgsql AS $$
