@@ -29,7 +29,7 @@ int			inbox_retention = 7 * 24 * 60;	/* minutes */
 
 /* Settings of the maintenance worker. */
 int			inbox_naptime = 60;		/* seconds */
-int			inbox_batch_size = 10000;
+int			inbox_batch_size = 1000;
 int			inbox_lock_timeout = 1000;	/* milliseconds */
 int			inbox_batch_delay = 0;	/* milliseconds */
 char	   *inbox_databases = NULL;
@@ -104,7 +104,7 @@ define_settings(void)
 							"Most rows one maintenance transaction prunes or reclaims.",
 							NULL,
 							&inbox_batch_size,
-							10000, 1, 1000000,
+							1000, 1, 1000000,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("inbox.batch_delay",

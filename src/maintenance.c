@@ -158,8 +158,8 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
 
 		CHECK_FOR_INTERRUPTS();
 		tid = (ItemPointer) DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[row],
-												SPI_tuptable->tupdesc, 1,
-												&isnull));
+														  SPI_tuptable->tupdesc,
+														  1, &isnull));
 		result = table_tuple_delete(rel, tid, cid, GetActiveSnapshot(),
 									InvalidSnapshot, false, &tmfd, false);
 		switch (result)
