@@ -22,8 +22,10 @@
  * a table with triggers, rules or row security, where a DELETE would do
  * more, pruning runs the locking DELETE statement instead.
  * The background worker runs each batch in its own short transaction; the
- * SQL functions inbox_prune() and inbox_reclaim() run all the batches of a
- * pass in the caller's transaction.
+ * SQL functions inbox_prune() and inbox_reclaim() run a whole pass in the
+ * caller's transaction: inbox_prune() walks its candidates once with a
+ * cursor, deleting a batch per fetch, since a batch that started over would
+ * read again every row the pass had deleted.
  *
  * Pruning reads the partial index inbox_prunable (consumer, processed_at),
  * one consumer at a time, so each batch reads only rows it deletes, and a
@@ -93,62 +95,33 @@ static InboxPlan reclaim_plan;
 	" LIMIT $3"
 
 /*
- * inbox_prune_batch
- *		Delete at most batch_size markers past their retention at now.
- *
- * The caller is connected to SPI, has an active snapshot, and passes the
- * objects it resolved in this transaction.  Returns the rows deleted.
+ * prune_deletes_directly
+ *		May pruning delete rows itself, or must a DELETE statement run (for
+ *		the triggers, rules or row security it would apply)?
  */
-int64
-inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
+static bool
+prune_deletes_directly(Relation rel)
 {
-	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
-	Interval	retention = {0};
-	Datum		values[3];
-	Relation	rel;
-	AclResult	aclresult;
-	SPIPlanPtr	plan;
-	CommandId	cid;
+	return rel->trigdesc == NULL && rel->rd_rules == NULL &&
+		!rel->rd_rel->relrowsecurity;
+}
+
+/*
+ * prune_delete_rows
+ *		Delete the rows whose ctids are in the first column of the current
+ *		SPI result; returns how many were deleted.
+ *
+ * Each row is a version a snapshot of this transaction saw as expired.
+ * Deleting without waiting: a row that another transaction has locked,
+ * updated or deleted since is skipped.  The caller has checked the DELETE
+ * privilege.
+ */
+static int64
+prune_delete_rows(Relation rel)
+{
+	CommandId	cid = GetCurrentCommandId(true);
 	int64		deleted = 0;
 
-	retention.time = (int64) inbox_retention * SECS_PER_MINUTE * USECS_PER_SEC;
-	values[0] = TimestampTzGetDatum(now);
-	values[1] = IntervalPGetDatum(&retention);
-	values[2] = Int32GetDatum(batch_size);
-
-	rel = table_open(objects->table_oid, RowExclusiveLock);
-	if (rel->trigdesc != NULL || rel->rd_rules != NULL ||
-		rel->rd_rel->relrowsecurity)
-	{
-		table_close(rel, NoLock);
-		plan = inbox_plan(&prune_delete_plan, objects,
-						  psprintf("WITH doomed AS (" PRUNE_CANDIDATES ")"
-								   " DELETE FROM %%1$s.inbox"
-								   " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))",
-								   "%1$s", "FOR UPDATE OF i SKIP LOCKED"),
-						  3, argtypes);
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
-			elog(ERROR, "inbox prune statement failed");
-		return (int64) SPI_processed;
-	}
-
-	/* What the DELETE statement would check. */
-	aclresult = pg_class_aclcheck(objects->table_oid, GetUserId(), ACL_DELETE);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(rel));
-
-	plan = inbox_plan(&prune_select_plan, objects,
-					  psprintf(PRUNE_CANDIDATES, "%1$s", ""),
-					  3, argtypes);
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "inbox prune statement failed");
-
-	/*
-	 * Each row is a version the snapshot above saw as expired.  Deleting
-	 * without waiting: a row that another transaction has locked, updated
-	 * or deleted since is skipped.
-	 */
-	cid = GetCurrentCommandId(true);
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
 		bool		isnull;
@@ -178,7 +151,127 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
 		}
 	}
 	SPI_freetuptable(SPI_tuptable);
+	return deleted;
+}
+
+/*
+ * prune_check_privilege
+ *		What the DELETE statement would check.
+ */
+static void
+prune_check_privilege(Relation rel)
+{
+	AclResult	aclresult;
+
+	aclresult = pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_DELETE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(rel));
+}
+
+/*
+ * prune_candidates_plan
+ *		The saved plan selecting prune candidates, $3 at most.
+ */
+static SPIPlanPtr
+prune_candidates_plan(const InboxObjects *objects)
+{
+	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
+
+	return inbox_plan(&prune_select_plan, objects,
+					  psprintf(PRUNE_CANDIDATES, "%1$s", ""),
+					  3, argtypes);
+}
+
+/*
+ * prune_arguments
+ *		The candidate query's arguments: now, the default retention, limit.
+ */
+static void
+prune_arguments(Datum *values, Interval *retention, TimestampTz now, int limit)
+{
+	memset(retention, 0, sizeof(Interval));
+	retention->time = (int64) inbox_retention * SECS_PER_MINUTE * USECS_PER_SEC;
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = IntervalPGetDatum(retention);
+	values[2] = Int32GetDatum(limit);
+}
+
+/*
+ * inbox_prune_batch
+ *		Delete at most batch_size markers past their retention at now.
+ *
+ * The caller is connected to SPI, has an active snapshot, and passes the
+ * objects it resolved in this transaction.  Returns the rows deleted.
+ */
+int64
+inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
+{
+	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
+	Interval	retention;
+	Datum		values[3];
+	Relation	rel;
+	int64		deleted;
+
+	prune_arguments(values, &retention, now, batch_size);
+
+	rel = table_open(objects->table_oid, RowExclusiveLock);
+	if (!prune_deletes_directly(rel))
+	{
+		SPIPlanPtr	plan;
+
+		table_close(rel, NoLock);
+		plan = inbox_plan(&prune_delete_plan, objects,
+						  psprintf("WITH doomed AS (" PRUNE_CANDIDATES ")"
+								   " DELETE FROM %%1$s.inbox"
+								   " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))",
+								   "%1$s", "FOR UPDATE OF i SKIP LOCKED"),
+						  3, argtypes);
+		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+			elog(ERROR, "inbox prune statement failed");
+		return (int64) SPI_processed;
+	}
+
+	prune_check_privilege(rel);
+	if (SPI_execute_plan(prune_candidates_plan(objects), values, NULL, false,
+						 0) != SPI_OK_SELECT)
+		elog(ERROR, "inbox prune statement failed");
+	deleted = prune_delete_rows(rel);
 	table_close(rel, NoLock);
+	return deleted;
+}
+
+/*
+ * prune_pass_in_one_transaction
+ *		inbox_prune()'s pass when it may delete directly: one cursor walks
+ *		the candidates once, and each fetch of batch_size rows is deleted.
+ *
+ * All of the pass runs in the caller's transaction, where the index
+ * entries of rows it deleted cannot be marked dead yet; batches that each
+ * started their scan over would read again every row deleted before them,
+ * a pass quadratic in the backlog (measured: 400,000 markers in 9 s with
+ * batches of 1000, 4 times the 200,000's 2.4 s).
+ */
+static int64
+prune_pass_in_one_transaction(const InboxObjects *objects, Relation rel,
+							  TimestampTz now)
+{
+	Interval	retention;
+	Datum		values[3];
+	Portal		portal;
+	int64		deleted = 0;
+
+	prune_check_privilege(rel);
+	prune_arguments(values, &retention, now, PG_INT32_MAX);
+	portal = SPI_cursor_open(NULL, prune_candidates_plan(objects), values,
+							 NULL, false);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, inbox_batch_size);
+		if (SPI_processed == 0)
+			break;
+		deleted += prune_delete_rows(rel);
+	}
+	SPI_cursor_close(portal);
 	return deleted;
 }
 
@@ -259,7 +352,24 @@ maintenance_pass(const char *caller, InboxBatchFunction batch)
 Datum
 inbox_prune(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(maintenance_pass("inbox_prune()", inbox_prune_batch));
+	InboxObjects objects;
+	Relation	rel;
+	int64		deleted;
+
+	PreventCommandIfReadOnly("inbox_prune()");
+	rel = inbox_open_table(RowExclusiveLock, &objects);
+	if (!prune_deletes_directly(rel))
+	{
+		table_close(rel, NoLock);
+		PG_RETURN_INT64(maintenance_pass("inbox_prune()", inbox_prune_batch));
+	}
+
+	SPI_connect();
+	deleted = prune_pass_in_one_transaction(&objects, rel,
+											GetCurrentTimestamp());
+	SPI_finish();
+	table_close(rel, NoLock);
+	PG_RETURN_INT64(deleted);
 }
 
 /*
