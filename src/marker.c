@@ -104,7 +104,8 @@ static const MarkerColumn marker_columns[] = {
 static bool marker_table_is_plain(Relation heap, const InboxObjects *objects);
 static void marker_prepare_insert(MarkerWriter *writer);
 static bool marker_insert_index_entries(MarkerWriter *writer,
-										TupleTableSlot *slot);
+										TupleTableSlot *slot, Datum id,
+										text *message_id);
 static bool marker_insert(MarkerWriter *writer, text *message_id);
 
 /*
@@ -235,9 +236,14 @@ marker_prepare_insert(MarkerWriter *writer)
  * marker_insert_index_entries
  *		Insert the index entries of a speculatively inserted marker; false
  *		if the key index reports a possibly conflicting entry.
+ *
+ * The direct path forms the entries from the values the caller passes:
+ * the slot's own value array is not valid once the table AM has turned the
+ * slot into a heap tuple.
  */
 static bool
-marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot)
+marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
+							Datum id, text *message_id)
 {
 	Datum		values[2];
 	bool		isnull[2] = {false, false};
@@ -260,19 +266,19 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot)
 	 * key instead of raising a unique violation; the caller then kills the
 	 * tuple, which needs no entries in the other indexes.
 	 */
-	values[0] = slot->tts_values[MARKER_ATT_MESSAGE_ID - 1];
-	values[1] = slot->tts_values[MARKER_ATT_CONSUMER - 1];
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(writer->consumer);
 	if (!index_insert(writer->key_index, values, isnull, &slot->tts_tid,
 					  writer->heap, UNIQUE_CHECK_PARTIAL, false, NULL))
 		return false;
 
-	values[0] = slot->tts_values[MARKER_ATT_ID - 1];
+	values[0] = id;
 	index_insert(writer->pkey, values, isnull, &slot->tts_tid, writer->heap,
 				 UNIQUE_CHECK_YES, false, NULL);
 
 	/* A processed marker satisfies inbox_prunable's predicate. */
-	values[0] = slot->tts_values[MARKER_ATT_CONSUMER - 1];
-	values[1] = slot->tts_values[MARKER_ATT_PROCESSED_AT - 1];
+	values[0] = PointerGetDatum(writer->consumer);
+	values[1] = TimestampTzGetDatum(writer->now);
 	index_insert(writer->prunable, values, isnull, &slot->tts_tid,
 				 writer->heap, UNIQUE_CHECK_NO, false, NULL);
 	return true;
@@ -288,13 +294,14 @@ marker_insert(MarkerWriter *writer, text *message_id)
 {
 	TupleTableSlot *slot = writer->insert_slot;
 	TransactionId xid = GetCurrentTransactionId();
+	Datum		id;
 	uint32		token;
 	bool		inserted;
 
+	id = Int64GetDatum(nextval_internal(writer->objects->id_sequence_oid, false));
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, MARKER_NATTS * sizeof(bool));
-	slot->tts_values[MARKER_ATT_ID - 1] =
-		Int64GetDatum(nextval_internal(writer->objects->id_sequence_oid, false));
+	slot->tts_values[MARKER_ATT_ID - 1] = id;
 	slot->tts_values[MARKER_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
 	slot->tts_values[MARKER_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
 	slot->tts_values[MARKER_ATT_STATE - 1] =
@@ -318,7 +325,7 @@ marker_insert(MarkerWriter *writer, text *message_id)
 	token = SpeculativeInsertionLockAcquire(xid);
 	table_tuple_insert_speculative(writer->heap, slot, writer->cid, 0, NULL,
 								   token);
-	inserted = marker_insert_index_entries(writer, slot);
+	inserted = marker_insert_index_entries(writer, slot, id, message_id);
 	table_tuple_complete_speculative(writer->heap, slot, token, inserted);
 	SpeculativeInsertionLockRelease(xid);
 	return inserted;
