@@ -203,11 +203,6 @@ extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									const InboxObjects *objects,
 									const char *query_format, int nargs,
 									Oid *argtypes);
-extern struct _SPI_plan *inbox_plan_with_options(InboxPlan *cached,
-												 const InboxObjects *objects,
-												 const char *query_format,
-												 int nargs, Oid *argtypes,
-												 int cursor_options);
 
 /* validate.c */
 extern text *inbox_arg_message_id(FunctionCallInfo fcinfo, int argno);

@@ -171,19 +171,15 @@ prune_check_privilege(Relation rel)
 /*
  * prune_candidates_plan
  *		The saved plan selecting prune candidates, $3 at most.
- *
- * Generic: its shape (index scans of inbox_prunable) does not depend on the
- * arguments, and perf showed the plan cache's custom plans re-planning it
- * for every batch (12 % of a worker's time).
  */
 static SPIPlanPtr
 prune_candidates_plan(const InboxObjects *objects)
 {
 	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
 
-	return inbox_plan_with_options(&prune_select_plan, objects,
-								   psprintf(PRUNE_CANDIDATES, "%1$s", ""),
-								   3, argtypes, CURSOR_OPT_GENERIC_PLAN);
+	return inbox_plan(&prune_select_plan, objects,
+					  psprintf(PRUNE_CANDIDATES, "%1$s", ""),
+					  3, argtypes);
 }
 
 /*

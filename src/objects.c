@@ -238,21 +238,6 @@ SPIPlanPtr
 inbox_plan(InboxPlan *cached, const InboxObjects *objects,
 		   const char *query_format, int nargs, Oid *argtypes)
 {
-	return inbox_plan_with_options(cached, objects, query_format, nargs,
-								   argtypes, 0);
-}
-
-/*
- * inbox_plan_with_options
- *		inbox_plan, with SPI_prepare_cursor's options: CURSOR_OPT_GENERIC_PLAN
- *		for a statement whose plan does not depend on its arguments' values,
- *		which the plan cache would otherwise plan again for every call.
- */
-SPIPlanPtr
-inbox_plan_with_options(InboxPlan *cached, const InboxObjects *objects,
-						const char *query_format, int nargs, Oid *argtypes,
-						int cursor_options)
-{
 	if (cached->plan == NULL || cached->generation != objects->generation)
 	{
 		char	   *query;
@@ -260,7 +245,7 @@ inbox_plan_with_options(InboxPlan *cached, const InboxObjects *objects,
 
 		query = psprintf(query_format,
 						 quote_identifier(NameStr(objects->schema_name)));
-		plan = SPI_prepare_cursor(query, nargs, argtypes, cursor_options);
+		plan = SPI_prepare(query, nargs, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare inbox query: %s",
 				 SPI_result_code_string(SPI_result));
