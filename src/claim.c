@@ -146,6 +146,24 @@ claim_close(Relation heap, Relation index)
 }
 
 /*
+ * inbox_key_scankeys
+ *		Scan keys for the key index: (message_id, consumer) equal to a
+ *		message id set later in keys[0].sk_argument, and this consumer.
+ *
+ * Shared by both probes (this file's, and marker.c's dirty one).
+ */
+void
+inbox_key_scankeys(ScanKeyData *keys, Relation key_index, text *consumer)
+{
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, key_index->rd_indcollation[0],
+						   F_TEXTEQ, (Datum) 0);
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber,
+						   InvalidOid, key_index->rd_indcollation[1],
+						   F_TEXTEQ, PointerGetDatum(consumer));
+}
+
+/*
  * probe_begin
  *		Start an index scan for markers of one consumer, visible to the
  *		active snapshot.
@@ -156,12 +174,7 @@ claim_close(Relation heap, Relation index)
 static void
 probe_begin(ClaimProbe *probe, Relation heap, Relation index, text *consumer)
 {
-	ScanKeyEntryInitialize(&probe->keys[0], 0, 1, BTEqualStrategyNumber,
-						   InvalidOid, index->rd_indcollation[0],
-						   F_TEXTEQ, (Datum) 0);
-	ScanKeyEntryInitialize(&probe->keys[1], 0, 2, BTEqualStrategyNumber,
-						   InvalidOid, index->rd_indcollation[1],
-						   F_TEXTEQ, PointerGetDatum(consumer));
+	inbox_key_scankeys(probe->keys, index, consumer);
 	probe->slot = table_slot_create(heap, NULL);
 	probe->scan = index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
 }

@@ -170,6 +170,10 @@ extern int	inbox_lock_timeout;
 extern int	inbox_batch_delay;
 extern char *inbox_databases;
 
+/* claim.c */
+extern void inbox_key_scankeys(ScanKeyData *keys, Relation key_index,
+							   text *consumer);
+
 /* marker.c */
 extern bool inbox_marker_begin(MarkerWriter *writer,
 							   const InboxObjects *objects, Relation heap,

@@ -70,9 +70,9 @@ static InboxPlan reclaim_plan;
  * The markers of a prune batch: consumers are enumerated by skipping
  * through inbox_prunable (one descent each), then each gives up to a batch
  * of its oldest markers past its retention.  $1 is now, $2 the default
- * retention, $3 the batch size; %2$s is appended to the innermost SELECT.
+ * retention, $3 the batch size; lock is appended to the innermost SELECT.
  */
-#define PRUNE_CANDIDATES \
+#define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
 	" (SELECT consumer FROM %1$s.inbox" \
 	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" \
@@ -90,7 +90,7 @@ static InboxPlan reclaim_plan;
 	"  AND i.processed_at" INBOX_LT "($1" INBOX_MINUS \
 	"   COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x" \
 	"   WHERE x.consumer" INBOX_EQ "c.consumer), $2))" \
-	"  ORDER BY i.processed_at LIMIT $3 %2$s) d" \
+	"  ORDER BY i.processed_at LIMIT $3 " lock ") d" \
 	" WHERE c.consumer IS NOT NULL" \
 	" LIMIT $3"
 
@@ -178,7 +178,7 @@ prune_candidates_plan(const InboxObjects *objects)
 	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
 
 	return inbox_plan(&prune_select_plan, objects,
-					  psprintf(PRUNE_CANDIDATES, "%1$s", ""),
+					  PRUNE_CANDIDATES(""),
 					  3, argtypes);
 }
 
@@ -221,10 +221,10 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
 
 		table_close(rel, NoLock);
 		plan = inbox_plan(&prune_delete_plan, objects,
-						  psprintf("WITH doomed AS (" PRUNE_CANDIDATES ")"
-								   " DELETE FROM %%1$s.inbox"
-								   " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))",
-								   "%1$s", "FOR UPDATE OF i SKIP LOCKED"),
+						  "WITH doomed AS ("
+						  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
+						  " DELETE FROM %1$s.inbox"
+						  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))",
 						  3, argtypes);
 		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
 			elog(ERROR, "inbox prune statement failed");

@@ -61,7 +61,6 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
-#include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -172,12 +171,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	writer->estate = NULL;
 
 	InitDirtySnapshot(writer->dirty);
-	ScanKeyEntryInitialize(&writer->keys[0], 0, 1, BTEqualStrategyNumber,
-						   InvalidOid, key_index->rd_indcollation[0],
-						   F_TEXTEQ, (Datum) 0);
-	ScanKeyEntryInitialize(&writer->keys[1], 0, 2, BTEqualStrategyNumber,
-						   InvalidOid, key_index->rd_indcollation[1],
-						   F_TEXTEQ, PointerGetDatum(consumer));
+	inbox_key_scankeys(writer->keys, key_index, consumer);
 	writer->probe_slot = table_slot_create(heap, NULL);
 	writer->probe = index_beginscan(heap, key_index, &writer->dirty, 2, 0);
 	return true;
