@@ -64,7 +64,6 @@
 #define INBOX_TABLE_NAME		"inbox"
 #define INBOX_STATE_TYPE_NAME	"inbox_state"
 #define INBOX_KEY_NAME			"inbox_message_id_consumer_key"
-#define INBOX_PKEY_NAME			"inbox_pkey"
 #define INBOX_OPEN_CLAIMS_NAME	"inbox_open_claims"
 #define INBOX_PRUNABLE_NAME		"inbox_prunable"
 
@@ -97,8 +96,7 @@ typedef struct InboxObjects
 	Oid			id_sequence_oid;	/* identity sequence of inbox.id */
 	Oid			state_type_oid; /* the inbox_state enum */
 	Oid			processed_oid;	/* its 'processed' label */
-	Oid			pkey_oid;		/* the table's other indexes */
-	Oid			open_claims_oid;
+	Oid			open_claims_oid;	/* the table's other indexes */
 	Oid			prunable_oid;
 	NameData	schema_name;
 	uint64		generation;		/* changes whenever the above are looked up
@@ -134,8 +132,8 @@ typedef struct MarkerWriter
 	/* set up by the first insert of the call */
 	TupleTableSlot *insert_slot;
 	CommandId	cid;
-	Relation	pkey;			/* NULL: other indexes exist, the executor */
-	Relation	prunable;		/* inserts the entries, with the state below */
+	Relation	prunable;		/* NULL: other indexes exist, the executor
+								 * inserts the entries, with the state below */
 	EState	   *estate;
 	ResultRelInfo *result_rel;
 	List	   *arbiters;

@@ -29,9 +29,8 @@
  * second probe, so a new message costs one key lookup plus the inserts,
  * like the raw statement.  When the table has exactly the indexes inbox.sql
  * creates, their entries are formed here from the values we already hold:
- * the key index first (a conflict there makes the others unnecessary), then
- * the primary key and inbox_prunable; inbox_open_claims does not index
- * processed markers.  That skips building executor state, index descriptions
+ * the key index first (a conflict there makes the other unnecessary), then
+ * inbox_prunable; inbox_open_claims does not index processed markers.  That skips building executor state, index descriptions
  * and the partial indexes' predicates on every call.  Any other index (one a
  * DBA added) makes us hand the whole tuple to the executor's
  * ExecInsertIndexTuples instead, which knows every kind of index.
@@ -103,7 +102,7 @@ static const MarkerColumn marker_columns[] = {
 static bool marker_table_is_plain(Relation heap, const InboxObjects *objects);
 static void marker_prepare_insert(MarkerWriter *writer);
 static bool marker_insert_index_entries(MarkerWriter *writer,
-										TupleTableSlot *slot, Datum id,
+										TupleTableSlot *slot,
 										text *message_id);
 static bool marker_insert(MarkerWriter *writer, text *message_id);
 
@@ -187,7 +186,7 @@ marker_prepare_insert(MarkerWriter *writer)
 {
 	const InboxObjects *objects = writer->objects;
 	List	   *indexes = RelationGetIndexList(writer->heap);
-	bool		ours = list_length(indexes) == 4;
+	bool		ours = list_length(indexes) == 3;
 	ListCell   *lc;
 
 	writer->insert_slot = table_slot_create(writer->heap, NULL);
@@ -197,7 +196,7 @@ marker_prepare_insert(MarkerWriter *writer)
 	{
 		Oid			index = lfirst_oid(lc);
 
-		if (index != objects->key_index_oid && index != objects->pkey_oid &&
+		if (index != objects->key_index_oid &&
 			index != objects->open_claims_oid && index != objects->prunable_oid)
 			ours = false;
 	}
@@ -205,18 +204,15 @@ marker_prepare_insert(MarkerWriter *writer)
 
 	if (ours)
 	{
-		writer->pkey = index_open(objects->pkey_oid, RowExclusiveLock);
 		writer->prunable = index_open(objects->prunable_oid, RowExclusiveLock);
 
 		/* index_insert is called without an IndexInfo, which nbtree ignores. */
-		if (writer->pkey->rd_rel->relam != BTREE_AM_OID ||
-			writer->prunable->rd_rel->relam != BTREE_AM_OID ||
+		if (writer->prunable->rd_rel->relam != BTREE_AM_OID ||
 			writer->key_index->rd_rel->relam != BTREE_AM_OID)
 			elog(ERROR, "inbox indexes are expected to be btree indexes");
 		return;
 	}
 
-	writer->pkey = NULL;
 	writer->prunable = NULL;
 	writer->estate = CreateExecutorState();
 	writer->estate->es_output_cid = writer->cid;
@@ -237,13 +233,13 @@ marker_prepare_insert(MarkerWriter *writer)
  */
 static bool
 marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
-							Datum id, text *message_id)
+							text *message_id)
 {
 	Datum		values[2];
 	bool		isnull[2] = {false, false};
 	bool		conflict = false;
 
-	if (writer->pkey == NULL)
+	if (writer->prunable == NULL)
 	{
 		MemoryContext oldcontext;
 
@@ -258,17 +254,13 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
 	/*
 	 * "Partial" checking reports a live or in-progress entry with the same
 	 * key instead of raising a unique violation; the caller then kills the
-	 * tuple, which needs no entries in the other indexes.
+	 * tuple, which needs no entry in the other index.
 	 */
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(writer->consumer);
 	if (!index_insert(writer->key_index, values, isnull, &slot->tts_tid,
 					  writer->heap, UNIQUE_CHECK_PARTIAL, false, NULL))
 		return false;
-
-	values[0] = id;
-	index_insert(writer->pkey, values, isnull, &slot->tts_tid, writer->heap,
-				 UNIQUE_CHECK_YES, false, NULL);
 
 	/* A processed marker satisfies inbox_prunable's predicate. */
 	values[0] = PointerGetDatum(writer->consumer);
@@ -288,14 +280,13 @@ marker_insert(MarkerWriter *writer, text *message_id)
 {
 	TupleTableSlot *slot = writer->insert_slot;
 	TransactionId xid = GetCurrentTransactionId();
-	Datum		id;
 	uint32		token;
 	bool		inserted;
 
-	id = Int64GetDatum(nextval_internal(writer->objects->id_sequence_oid, false));
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, MARKER_NATTS * sizeof(bool));
-	slot->tts_values[MARKER_ATT_ID - 1] = id;
+	slot->tts_values[MARKER_ATT_ID - 1] =
+		Int64GetDatum(nextval_internal(writer->objects->id_sequence_oid, false));
 	slot->tts_values[MARKER_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
 	slot->tts_values[MARKER_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
 	slot->tts_values[MARKER_ATT_STATE - 1] =
@@ -319,7 +310,7 @@ marker_insert(MarkerWriter *writer, text *message_id)
 	token = SpeculativeInsertionLockAcquire(xid);
 	table_tuple_insert_speculative(writer->heap, slot, writer->cid, 0, NULL,
 								   token);
-	inserted = marker_insert_index_entries(writer, slot, id, message_id);
+	inserted = marker_insert_index_entries(writer, slot, message_id);
 	table_tuple_complete_speculative(writer->heap, slot, token, inserted);
 	SpeculativeInsertionLockRelease(xid);
 	return inserted;
@@ -384,11 +375,8 @@ inbox_marker_end(MarkerWriter *writer)
 	if (writer->insert_slot == NULL)
 		return;
 	ExecDropSingleTupleTableSlot(writer->insert_slot);
-	if (writer->pkey != NULL)
-	{
-		index_close(writer->pkey, NoLock);
+	if (writer->prunable != NULL)
 		index_close(writer->prunable, NoLock);
-	}
 	else
 	{
 		ExecCloseIndices(writer->result_rel);

@@ -146,7 +146,6 @@ objects_lookup(void)
 		found.processed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
 											  ObjectIdGetDatum(found.state_type_oid),
 											  CStringGetDatum("processed"));
-	found.pkey_oid = get_relname_relid(INBOX_PKEY_NAME, schema);
 	found.open_claims_oid = get_relname_relid(INBOX_OPEN_CLAIMS_NAME, schema);
 	found.prunable_oid = get_relname_relid(INBOX_PRUNABLE_NAME, schema);
 
