@@ -128,4 +128,30 @@ RESET inbox.lease;
 SELECT count(*) = count(DISTINCT token) AS tokens_unique
 FROM inbox WHERE token IS NOT NULL;
 
+-- A step on a claim finds it by its key, one lookup however many claims
+-- are open: no statement may use the partial indexes, which hold every open
+-- (or processed) marker of the consumer.  Counted by the statistics.
+CREATE FUNCTION index_scans(index_name name) RETURNS bigint
+LANGUAGE sql AS $$
+	SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = index_name
+$$;
+SELECT inbox_begin('s-' || g, 'scans') IS NOT NULL AS open_claim
+FROM generate_series(1, 3) g;
+SELECT inbox_begin('s-4', 'scans') AS token \gset
+SELECT pg_stat_force_next_flush();
+SELECT index_scans('inbox_open_claims') AS open_claims_before,
+	index_scans('inbox_prunable') AS prunable_before,
+	index_scans('inbox_message_id_consumer_key') AS key_before \gset
+SELECT inbox_extend('s-4', 'scans', :token) AS extended;
+SELECT inbox_complete('s-4', 'scans', :token) AS completed;
+SELECT inbox_complete('s-4', 'scans', :token) AS repeated;
+SELECT inbox_complete('s-4', 'scans', :token - 1) AS stale;
+SELECT inbox_fail('s-4', 'scans', :token, 'late') AS failed_after_completion;
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT index_scans('inbox_open_claims') - :open_claims_before AS open_claims_scans,
+	index_scans('inbox_prunable') - :prunable_before AS prunable_scans,
+	index_scans('inbox_message_id_consumer_key') - :key_before AS key_scans;
+DROP FUNCTION index_scans(name);
+
 DROP EXTENSION inbox;
