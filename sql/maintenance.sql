@@ -79,6 +79,35 @@ UPDATE inbox SET processed_at = processed_at - interval '2 hours' WHERE message_
 SELECT inbox_prune() AS pruned_in_batches;
 RESET inbox.batch_size;
 
+-- A pass resumes each batch where the last one ended, in (consumer,
+-- processed_at) order, across consumers, ties and retentions: every expired
+-- marker goes, and nothing else.  A trigger makes pruning take its locking
+-- DELETE statement, which runs in batches; the worker's direct deletes
+-- resume the same way (t/005_worker.pl).
+CREATE FUNCTION pg_temp.noop() RETURNS trigger LANGUAGE plpgsql AS
+$$ BEGIN RETURN OLD; END $$;
+CREATE TRIGGER inbox_noop BEFORE DELETE ON inbox
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.noop();
+SET inbox.batch_size = 2;
+SELECT count(*) AS claimed FROM (
+	SELECT inbox_claim('walk-' || c || '-' || g, c)
+	FROM unnest(ARRAY['short', 'short_two_phase', 'default']) c,
+		 generate_series(1, 5) g) x;
+-- Ties: walk-short-1..3 share a processed_at, 4 and 5 are older.
+UPDATE inbox SET processed_at = now() - interval '3 hours'
+	- CASE WHEN right(message_id, 1) IN ('4', '5') THEN interval '1 minute'
+		   ELSE interval '0' END
+WHERE message_id LIKE 'walk-%';
+-- A consumer longer than the documented limit, as only a hand-inserted
+-- marker can have: pruning still deletes it, starting over after it.
+INSERT INTO inbox (message_id, consumer, processed_at)
+VALUES ('walk-long', repeat('x', 300), now() - interval '8 days');
+SELECT inbox_prune() AS pruned_walk;
+SELECT consumer, count(*) AS kept FROM inbox WHERE message_id LIKE 'walk-%'
+GROUP BY consumer ORDER BY consumer;
+RESET inbox.batch_size;
+DROP TRIGGER inbox_noop ON inbox;
+
 -- inbox_retention_for: lock timeout x deliveries + time-to-live + margin.
 SELECT inbox_retention_for(interval '5 minutes', 10, interval '14 days', interval '1 day');
 SELECT inbox_retention_for(lock_timeout => interval '30 seconds', max_deliveries => 5,

@@ -153,9 +153,30 @@ typedef struct InboxDatabaseStatus
 	char		last_error[INBOX_ERROR_LEN];
 } InboxDatabaseStatus;
 
+/*
+ * Where a maintenance pass stands between its batches (maintenance.c).
+ * Pruning walks inbox_prunable in (consumer, processed_at) order, and each
+ * batch starts where the last one ended: the entries of markers a batch
+ * deleted stay in the index until vacuum, and a batch that started over
+ * would read them all again.  Kept inline (no allocation to outlive the
+ * batch's transaction); a consumer too long for it (only a hand-inserted
+ * marker can be) makes the next batch start over instead.
+ */
+typedef struct InboxPassPosition
+{
+	bool		valid;			/* false: start from the first consumer */
+	TimestampTz processed_at;	/* the last marker seen: its processed_at */
+	union						/* ... and its consumer, a text datum */
+	{
+		char		data[VARHDRSZ + INBOX_CONSUMER_MAX_BYTES];
+		int32		align;
+	}			consumer;
+} InboxPassPosition;
+
 /* One batch of a maintenance pass (maintenance.c). */
 typedef int64 (*InboxBatchFunction) (const InboxObjects *objects,
-									 TimestampTz now, int batch_size);
+									 TimestampTz now, int batch_size,
+									 InboxPassPosition *position);
 
 /* inbox.c */
 extern void _PG_init(void);
@@ -182,9 +203,9 @@ extern void inbox_marker_end(MarkerWriter *writer);
 
 /* maintenance.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,
-							   int batch_size);
+							   int batch_size, InboxPassPosition *position);
 extern int64 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
-								 int batch_size);
+								 int batch_size, InboxPassPosition *position);
 
 /* worker.c */
 extern void inbox_worker_register(void);

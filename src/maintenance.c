@@ -58,6 +58,11 @@ static InboxPlan prune_select_plan;
 static InboxPlan prune_delete_plan;
 static InboxPlan reclaim_plan;
 
+/* The parameters of PRUNE_CANDIDATES. */
+#define PRUNE_NARGS 5
+static Oid	prune_argtypes[PRUNE_NARGS] = {TIMESTAMPTZOID, INTERVALOID, INT4OID,
+TEXTOID, TIMESTAMPTZOID};
+
 /* The final states, as an array constant of the extension's enum. */
 #define FINAL_STATES "'{processed,failed}'::%1$s.inbox_state[]"
 
@@ -67,26 +72,32 @@ static InboxPlan reclaim_plan;
 	" WHERE c.consumer" INBOX_EQ "i.consumer), $2) "
 
 /*
- * The markers of a prune batch: consumers are enumerated by skipping
- * through inbox_prunable (one descent each), then each gives up to a batch
- * of its oldest markers past its retention.  $1 is now, $2 the default
- * retention, $3 the batch size; lock is appended to the innermost SELECT.
+ * The markers of a prune batch, with their consumer and processed_at:
+ * consumers are enumerated by skipping through inbox_prunable (one descent
+ * each), then each gives up to a batch of its oldest markers past its
+ * retention.  $1 is now, $2 the default retention, $3 the batch size; $4
+ * and $5 the pass's position (InboxPassPosition; $4 NULL: from the first
+ * consumer), where the walk resumes without reading again the entries of
+ * markers the pass deleted.  lock is appended to the innermost SELECT.
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
-	" (SELECT consumer FROM %1$s.inbox" \
+	" SELECT COALESCE($4, (SELECT consumer FROM %1$s.inbox" \
 	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" \
-	"  ORDER BY consumer LIMIT 1)" \
+	"  ORDER BY consumer LIMIT 1))" \
 	" UNION ALL" \
 	" SELECT (SELECT i.consumer FROM %1$s.inbox i" \
 	"  WHERE i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  AND i.consumer" INBOX_GT "c.consumer" \
 	"  ORDER BY i.consumer LIMIT 1)" \
 	" FROM consumers c WHERE c.consumer IS NOT NULL)" \
-	" SELECT d.tid FROM consumers c CROSS JOIN LATERAL (" \
-	"  SELECT i.ctid AS tid FROM %1$s.inbox i" \
+	" SELECT d.tid, c.consumer, d.processed_at" \
+	" FROM consumers c CROSS JOIN LATERAL (" \
+	"  SELECT i.ctid AS tid, i.processed_at FROM %1$s.inbox i" \
 	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
 	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
+	"  AND i.processed_at" INBOX_GE "CASE WHEN c.consumer" INBOX_EQ "$4" \
+	"   THEN $5 ELSE '-infinity' END" \
 	"  AND i.processed_at" INBOX_LT "($1" INBOX_MINUS \
 	"   COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x" \
 	"   WHERE x.consumer" INBOX_EQ "c.consumer), $2))" \
@@ -107,6 +118,66 @@ prune_deletes_directly(Relation rel)
 }
 
 /*
+ * prune_advance
+ *		Move the pass's position to the last marker of the current SPI
+ *		result, whose columns consumer_column and consumer_column + 1 are
+ *		the consumer and processed_at of each row.
+ *
+ * The last in inbox_prunable's order: the greatest consumer (byte order,
+ * the "C" collation), then the greatest processed_at.  Rows the batch left
+ * because someone held them are counted too: the next pass retries them.
+ */
+static void
+prune_advance(InboxPassPosition *position, int consumer_column)
+{
+	SPITupleTable *tuptable = SPI_tuptable;
+	text	   *last = NULL;
+	TimestampTz last_at = 0;
+
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+		text	   *consumer;
+		TimestampTz at;
+		int			cmp = 1;
+
+		consumer = DatumGetTextPP(SPI_getbinval(tuptable->vals[row],
+												tuptable->tupdesc,
+												consumer_column, &isnull));
+		at = DatumGetTimestampTz(SPI_getbinval(tuptable->vals[row],
+											   tuptable->tupdesc,
+											   consumer_column + 1, &isnull));
+		if (last != NULL)
+		{
+			int			len = VARSIZE_ANY_EXHDR(consumer);
+			int			last_len = VARSIZE_ANY_EXHDR(last);
+
+			cmp = memcmp(VARDATA_ANY(consumer), VARDATA_ANY(last),
+						 Min(len, last_len));
+			if (cmp == 0)
+				cmp = (len > last_len) - (len < last_len);
+			if (cmp == 0)
+				cmp = (at > last_at) - (at < last_at);
+		}
+		if (cmp > 0)
+		{
+			last = consumer;
+			last_at = at;
+		}
+	}
+
+	position->valid = last != NULL &&
+		VARSIZE_ANY_EXHDR(last) <= INBOX_CONSUMER_MAX_BYTES;
+	if (position->valid)
+	{
+		SET_VARSIZE(position->consumer.data, VARHDRSZ + VARSIZE_ANY_EXHDR(last));
+		memcpy(VARDATA(position->consumer.data), VARDATA_ANY(last),
+			   VARSIZE_ANY_EXHDR(last));
+		position->processed_at = last_at;
+	}
+}
+
+/*
  * prune_delete_rows
  *		Delete the rows whose ctids are in the first column of the current
  *		SPI result; returns how many were deleted.
@@ -114,7 +185,7 @@ prune_deletes_directly(Relation rel)
  * Each row is a version a snapshot of this transaction saw as expired.
  * Deleting without waiting: a row that another transaction has locked,
  * updated or deleted since is skipped.  The caller has checked the DELETE
- * privilege.
+ * privilege, and moves its position before calling, if it keeps one.
  */
 static int64
 prune_delete_rows(Relation rel)
@@ -175,44 +246,58 @@ prune_check_privilege(Relation rel)
 static SPIPlanPtr
 prune_candidates_plan(const InboxObjects *objects)
 {
-	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
-
 	return inbox_plan(&prune_select_plan, objects,
 					  PRUNE_CANDIDATES(""),
-					  3, argtypes);
+					  PRUNE_NARGS, prune_argtypes);
 }
 
 /*
  * prune_arguments
- *		The candidate query's arguments: now, the default retention, limit.
+ *		The candidate query's arguments: now, the default retention, limit,
+ *		and the position to resume at (NULL: from the start).
  */
 static void
-prune_arguments(Datum *values, Interval *retention, TimestampTz now, int limit)
+prune_arguments(Datum *values, char *nulls, Interval *retention,
+				TimestampTz now, int limit, InboxPassPosition *position)
 {
 	memset(retention, 0, sizeof(Interval));
 	retention->time = (int64) inbox_retention * SECS_PER_MINUTE * USECS_PER_SEC;
+	memset(nulls, ' ', PRUNE_NARGS);
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = IntervalPGetDatum(retention);
 	values[2] = Int32GetDatum(limit);
+	if (position != NULL && position->valid)
+	{
+		values[3] = PointerGetDatum(position->consumer.data);
+		values[4] = TimestampTzGetDatum(position->processed_at);
+	}
+	else
+	{
+		values[3] = (Datum) 0;
+		nulls[3] = 'n';
+		values[4] = TimestampTzGetDatum(DT_NOBEGIN);
+	}
 }
 
 /*
  * inbox_prune_batch
- *		Delete at most batch_size markers past their retention at now.
+ *		Delete at most batch_size markers past their retention at now,
+ *		from position on, and move position past them.
  *
  * The caller is connected to SPI, has an active snapshot, and passes the
  * objects it resolved in this transaction.  Returns the rows deleted.
  */
 int64
-inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
+inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
+				  InboxPassPosition *position)
 {
-	static Oid	argtypes[] = {TIMESTAMPTZOID, INTERVALOID, INT4OID};
 	Interval	retention;
-	Datum		values[3];
+	Datum		values[PRUNE_NARGS];
+	char		nulls[PRUNE_NARGS];
 	Relation	rel;
 	int64		deleted;
 
-	prune_arguments(values, &retention, now, batch_size);
+	prune_arguments(values, nulls, &retention, now, batch_size, position);
 
 	rel = table_open(objects->table_oid, RowExclusiveLock);
 	if (!prune_deletes_directly(rel))
@@ -224,17 +309,21 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
 						  "WITH doomed AS ("
 						  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
 						  " DELETE FROM %1$s.inbox"
-						  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))",
-						  3, argtypes);
-		if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_DELETE)
+						  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
+						  " RETURNING consumer, processed_at",
+						  PRUNE_NARGS, prune_argtypes);
+		if (SPI_execute_plan(plan, values, nulls, false, 0) !=
+			SPI_OK_DELETE_RETURNING)
 			elog(ERROR, "inbox prune statement failed");
+		prune_advance(position, 1);
 		return (int64) SPI_processed;
 	}
 
 	prune_check_privilege(rel);
-	if (SPI_execute_plan(prune_candidates_plan(objects), values, NULL, false,
+	if (SPI_execute_plan(prune_candidates_plan(objects), values, nulls, false,
 						 0) != SPI_OK_SELECT)
 		elog(ERROR, "inbox prune statement failed");
+	prune_advance(position, 2);
 	deleted = prune_delete_rows(rel);
 	table_close(rel, NoLock);
 	return deleted;
@@ -256,14 +345,15 @@ prune_pass_in_one_transaction(const InboxObjects *objects, Relation rel,
 							  TimestampTz now)
 {
 	Interval	retention;
-	Datum		values[3];
+	Datum		values[PRUNE_NARGS];
+	char		nulls[PRUNE_NARGS];
 	Portal		portal;
 	int64		deleted = 0;
 
 	prune_check_privilege(rel);
-	prune_arguments(values, &retention, now, PG_INT32_MAX);
+	prune_arguments(values, nulls, &retention, now, PG_INT32_MAX, NULL);
 	portal = SPI_cursor_open(NULL, prune_candidates_plan(objects), values,
-							 NULL, false);
+							 nulls, false);
 	for (;;)
 	{
 		SPI_cursor_fetch(portal, true, inbox_batch_size);
@@ -279,11 +369,13 @@ prune_pass_in_one_transaction(const InboxObjects *objects, Relation rel,
  * inbox_reclaim_batch
  *		Release or fail at most batch_size claims whose lease expired by now.
  *
- * Same calling convention as inbox_prune_batch.  Returns the claims
- * released or failed.
+ * Same calling convention as inbox_prune_batch; needs no position (the
+ * claims it changes leave the condition it selects on).  Returns the
+ * claims released or failed.
  */
 int64
-inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now, int batch_size)
+inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
+					InboxPassPosition *position)
 {
 	static Oid	argtypes[] = {TIMESTAMPTZOID, INT4OID, INT4OID};
 	Datum		values[3];
@@ -326,6 +418,7 @@ maintenance_pass(const char *caller, InboxBatchFunction batch)
 	InboxObjects objects;
 	Relation	rel;
 	TimestampTz now = GetCurrentTimestamp();
+	InboxPassPosition position = {.valid = false};
 	int64		total = 0;
 	int64		done;
 
@@ -337,7 +430,7 @@ maintenance_pass(const char *caller, InboxBatchFunction batch)
 	do
 	{
 		CHECK_FOR_INTERRUPTS();
-		done = batch(&objects, now, inbox_batch_size);
+		done = batch(&objects, now, inbox_batch_size, &position);
 		total += done;
 	} while (done == inbox_batch_size);
 	SPI_finish();

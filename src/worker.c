@@ -355,6 +355,7 @@ worker_lock_extension(void)
 static int64
 worker_pass(InboxBatchFunction batch, const char *activity)
 {
+	InboxPassPosition position = {.valid = false};
 	int64		total = 0;
 
 	for (;;)
@@ -376,7 +377,8 @@ worker_pass(InboxBatchFunction batch, const char *activity)
 
 			table_close(rel, NoLock);
 			SPI_connect();
-			done = batch(&objects, GetCurrentTimestamp(), inbox_batch_size);
+			done = batch(&objects, GetCurrentTimestamp(), inbox_batch_size,
+						 &position);
 			SPI_finish();
 		}
 
