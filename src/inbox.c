@@ -31,7 +31,7 @@ int			inbox_retention = 7 * 24 * 60;	/* minutes */
 int			inbox_naptime = 60;		/* seconds */
 int			inbox_batch_size = 1000;
 int			inbox_lock_timeout = 1000;	/* milliseconds */
-int			inbox_batch_delay = 0;	/* milliseconds */
+int			inbox_batch_delay = 5;	/* milliseconds */
 char	   *inbox_databases = NULL;
 
 static void define_settings(void);
@@ -111,7 +111,7 @@ define_settings(void)
 							"Pause of the maintenance worker between two full batches.",
 							"Spreads a large backlog over time, so the claims running meanwhile wait less.",
 							&inbox_batch_delay,
-							0, 0, 60 * 1000,
+							5, 0, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("inbox.lock_timeout",
