@@ -84,9 +84,13 @@ PG_FUNCTION_INFO_V1(inbox_next);
 #define STATE_IS(label) \
 	" AND state::pg_catalog.text" INBOX_EQ "'" label "'"
 
-/* In inbox_begin's takeover: does the claim i have attempts left? */
+/*
+ * In inbox_begin's takeover: does the claim i have attempts left?  Read
+ * from a CTE of its own, which only a conflict evaluates: a new message
+ * does not look its consumer's max_attempts up.
+ */
 #define ATTEMPTS_LEFT \
-	" i.attempts" INBOX_LT "(SELECT max_attempts FROM settings) "
+	" i.attempts" INBOX_LT "(SELECT max_attempts FROM attempts_setting) "
 
 static InboxPlan begin_plan;
 static InboxPlan extend_plan;
@@ -170,15 +174,16 @@ inbox_begin(PG_FUNCTION_ARGS)
 
 	twophase_start("inbox_begin()", &objects);
 	plan = inbox_plan(&begin_plan, &objects,
-					  "WITH settings AS ("
-					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease,"
-					  " " CONSUMER_MAX_ATTEMPTS("$2", "$7") " AS max_attempts)"
+					  "WITH lease_setting AS ("
+					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease),"
+					  " attempts_setting AS ("
+					  " SELECT " CONSUMER_MAX_ATTEMPTS("$2", "$7") " AS max_attempts)"
 					  " INSERT INTO %1$s.inbox AS i"
 					  " (message_id, consumer, state, received_at, token,"
 					  "  lease_until, attempts, payload)"
 					  " SELECT $1, $2, 'claimed', $3,"
 					  " pg_catalog.nextval('%1$s.inbox_token_seq'),"
-					  " $3" INBOX_PLUS "s.lease, 1, $5 FROM settings s"
+					  " $3" INBOX_PLUS "s.lease, 1, $5 FROM lease_setting s"
 					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
 					  " state = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
@@ -193,7 +198,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  "  WHEN" ATTEMPTS_LEFT "THEN i.last_error"
 					  "  WHEN i.state" INBOX_EQ "'claimed'"
 					  "  THEN 'lease expired after attempt '" INBOX_CONCAT "i.attempts"
-					  INBOX_CONCAT "' of '" INBOX_CONCAT "(SELECT max_attempts FROM settings)"
+					  INBOX_CONCAT "' of '" INBOX_CONCAT "(SELECT max_attempts FROM attempts_setting)"
 					  "  ELSE i.last_error END,"
 					  " payload = COALESCE(excluded.payload, i.payload)"
 					  " WHERE i.state" INBOX_EQ "'released'"
