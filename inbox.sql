@@ -17,7 +17,7 @@ CREATE TABLE inbox (
 	-- the oldest open claims first and for people reading the table.  Not
 	-- indexed on its own: nothing looks a marker up by id, and on a table
 	-- that takes one insert per message an index nobody reads is measured
-	-- cost (about 6 % of a claim, bench/README "Performance").
+	-- cost (about 6 % of a claim; README, "Performance").
 	id				bigint GENERATED ALWAYS AS IDENTITY,
 	-- Keys compare byte for byte ("C"): ids are opaque, equal only when
 	-- identical, and the key index then neither depends on the operating

@@ -30,8 +30,9 @@
  * like the raw statement.  When the table has exactly the indexes inbox.sql
  * creates, their entries are formed here from the values we already hold:
  * the key index first (a conflict there makes the other unnecessary), then
- * inbox_prunable; inbox_open_claims does not index processed markers.  That skips building executor state, index descriptions
- * and the partial indexes' predicates on every call.  Any other index (one a
+ * inbox_prunable; inbox_open_claims does not index processed markers.
+ * That skips building executor state, index descriptions and the partial
+ * indexes' predicates on every call.  Any other index (one a
  * DBA added) makes us hand the whole tuple to the executor's
  * ExecInsertIndexTuples instead, which knows every kind of index.
  *
