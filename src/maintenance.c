@@ -40,6 +40,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -48,6 +49,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
+#include "utils/varlena.h"
 
 #include "inbox.h"
 
@@ -123,8 +125,8 @@ prune_deletes_directly(Relation rel)
  *		result, whose columns consumer_column and consumer_column + 1 are
  *		the consumer and processed_at of each row.
  *
- * The last in inbox_prunable's order: the greatest consumer (byte order,
- * the "C" collation), then the greatest processed_at.  Rows the batch left
+ * The last in inbox_prunable's order: the greatest consumer, then the
+ * greatest processed_at.  Rows the batch left
  * because someone held them are counted too: the next pass retries them.
  */
 static void
@@ -149,13 +151,10 @@ prune_advance(InboxPassPosition *position, int consumer_column)
 											   consumer_column + 1, &isnull));
 		if (last != NULL)
 		{
-			int			len = VARSIZE_ANY_EXHDR(consumer);
-			int			last_len = VARSIZE_ANY_EXHDR(last);
-
-			cmp = memcmp(VARDATA_ANY(consumer), VARDATA_ANY(last),
-						 Min(len, last_len));
-			if (cmp == 0)
-				cmp = (len > last_len) - (len < last_len);
+			/* The consumer column's own order: the "C" collation. */
+			cmp = varstr_cmp(VARDATA_ANY(consumer), VARSIZE_ANY_EXHDR(consumer),
+							 VARDATA_ANY(last), VARSIZE_ANY_EXHDR(last),
+							 C_COLLATION_OID);
 			if (cmp == 0)
 				cmp = (at > last_at) - (at < last_at);
 		}
