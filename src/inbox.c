@@ -27,11 +27,23 @@ int			inbox_lease = 300;		/* seconds */
 int			inbox_max_attempts = 5;
 int			inbox_retention = 7 * 24 * 60;	/* minutes */
 
-/* Settings of the maintenance worker. */
+/*
+ * Settings of the maintenance worker.
+ *
+ * Batches are large and far apart because every commit of a batch makes
+ * the claims committing around it wait: with batches of 1000 every 5 ms a
+ * few percent of the claims wait longer (the p99), with 10000 every 70 ms
+ * fewer than one in a hundred does, but those wait a few milliseconds (the
+ * p99.9); a table-inserting load shaped the same way does the same.  Both
+ * prune over 100,000 rows/s.  README, Performance, Pruning.
+ */
+#define DEFAULT_BATCH_SIZE	10000
+#define DEFAULT_BATCH_DELAY	70	/* milliseconds */
+
 int			inbox_naptime = 60;		/* seconds */
-int			inbox_batch_size = 1000;
+int			inbox_batch_size = DEFAULT_BATCH_SIZE;
 int			inbox_lock_timeout = 1000;	/* milliseconds */
-int			inbox_batch_delay = 5;	/* milliseconds */
+int			inbox_batch_delay = DEFAULT_BATCH_DELAY;
 char	   *inbox_databases = NULL;
 
 static void define_settings(void);
@@ -104,14 +116,14 @@ define_settings(void)
 							"Most rows one maintenance transaction prunes or reclaims.",
 							NULL,
 							&inbox_batch_size,
-							1000, 1, 1000000,
+							DEFAULT_BATCH_SIZE, 1, 1000000,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("inbox.batch_delay",
 							"Pause of the maintenance worker between two full batches.",
 							"Spreads a large backlog over time, so the claims running meanwhile wait less.",
 							&inbox_batch_delay,
-							5, 0, 60 * 1000,
+							DEFAULT_BATCH_DELAY, 0, 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("inbox.lock_timeout",
