@@ -126,8 +126,9 @@ prune_deletes_directly(Relation rel)
  *		the consumer and processed_at of each row.
  *
  * The last in inbox_prunable's order: the greatest consumer, then the
- * greatest processed_at.  Rows the batch left
- * because someone held them are counted too: the next pass retries them.
+ * greatest processed_at; the result's own order is not relied on (a
+ * DELETE ... RETURNING has none).  Rows the batch left because someone
+ * held them are counted too: the next pass retries them.
  */
 static void
 prune_advance(InboxPassPosition *position, int consumer_column)
