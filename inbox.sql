@@ -75,8 +75,11 @@ CREATE INDEX inbox_open_claims ON inbox (consumer, id)
 	WHERE state IN ('claimed', 'released');
 
 -- Pruning reads each consumer's oldest final markers, and nothing else.
--- (processed_at is when a marker became processed or failed.)
-CREATE INDEX inbox_prunable ON inbox (consumer, processed_at)
+-- (processed_at is when a marker became processed or failed.)  id orders
+-- markers processed at the same instant, so that each batch of a pass can
+-- start exactly after the last marker the previous one saw, however many
+-- tie (src/maintenance.c).
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
 	WHERE state IN ('processed', 'failed');
 
 -- Fencing tokens: every change of ownership of a two-phase claim draws the

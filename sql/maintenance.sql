@@ -80,7 +80,7 @@ SELECT inbox_prune() AS pruned_in_batches;
 RESET inbox.batch_size;
 
 -- A pass resumes each batch where the last one ended, in (consumer,
--- processed_at) order, across consumers, ties and retentions: every expired
+-- processed_at, id) order, across consumers, ties and retentions: every expired
 -- marker goes, and nothing else.  A trigger makes pruning take its locking
 -- DELETE statement, which runs in batches.  The worker's direct deletes
 -- keep the same position; t/005_worker.pl checks that they prune every

@@ -57,6 +57,19 @@ SELECT inbox_claim('f-6', 'credit') AS duplicate_with_extra_index;
 SELECT * FROM check_indexes();
 DROP INDEX inbox_by_received_at;
 
+-- One of the extension's indexes recreated on other columns gets its
+-- entries from the executor too: the direct path forms entries only for
+-- the columns inbox.sql indexes.
+DROP INDEX inbox_prunable;
+CREATE INDEX inbox_prunable ON inbox (consumer, id)
+	WHERE state IN ('processed', 'failed');
+SELECT inbox_claim('f-9', 'credit') AS with_other_columns;
+SELECT * FROM inbox_claim_many(ARRAY['f-10', 'f-11'], 'credit') ORDER BY 1;
+SELECT * FROM check_indexes();
+DROP INDEX inbox_prunable;
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
+	WHERE state IN ('processed', 'failed');
+
 -- A trigger fires, and a new column gets its default: the general path ran.
 CREATE FUNCTION inbox_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

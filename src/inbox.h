@@ -155,17 +155,19 @@ typedef struct InboxDatabaseStatus
 
 /*
  * Where a maintenance pass stands between its batches (maintenance.c).
- * Pruning walks inbox_prunable in (consumer, processed_at) order, and each
- * batch starts where the last one ended: the entries of markers a batch
- * deleted stay in the index until vacuum, and a batch that started over
- * would read them all again.  Kept inline (no allocation to outlive the
- * batch's transaction); a consumer too long for it (only a hand-inserted
- * marker can be) makes the next batch start over instead.
+ * Pruning walks inbox_prunable in (consumer, processed_at, id) order, and
+ * each batch starts just after the last marker the previous one saw: the
+ * entries of markers a batch deleted stay in the index until vacuum, and a
+ * batch that started over would read them all again.  Kept inline (no
+ * allocation to outlive the batch's transaction); a consumer too long for
+ * it (only a hand-inserted marker can be) makes the next batch start over
+ * instead.
  */
 typedef struct InboxPassPosition
 {
 	bool		valid;			/* false: start from the first consumer */
-	TimestampTz processed_at;	/* the last marker seen: its processed_at */
+	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
+	int64		id;				/* its id + 1 (the walk resumes at it), */
 	union						/* ... and its consumer, a text datum */
 	{
 		char		data[VARHDRSZ + INBOX_CONSUMER_MAX_BYTES];

@@ -61,9 +61,12 @@ static InboxPlan prune_delete_plan;
 static InboxPlan reclaim_plan;
 
 /* The parameters of PRUNE_CANDIDATES. */
-#define PRUNE_NARGS 5
+#define PRUNE_NARGS 6
 static Oid	prune_argtypes[PRUNE_NARGS] = {TIMESTAMPTZOID, INTERVALOID, INT4OID,
-TEXTOID, TIMESTAMPTZOID};
+TEXTOID, TIMESTAMPTZOID, INT8OID};
+
+/* The lowest id, where the walk of a consumer other than $4 starts. */
+#define PRUNE_MIN_ID "'-9223372036854775808'::pg_catalog.int8"
 
 /* The final states, as an array constant of the extension's enum. */
 #define FINAL_STATES "'{processed,failed}'::%1$s.inbox_state[]"
@@ -74,13 +77,17 @@ TEXTOID, TIMESTAMPTZOID};
 	" WHERE c.consumer" INBOX_EQ "i.consumer), $2) "
 
 /*
- * The markers of a prune batch, with their consumer and processed_at:
+ * The markers of a prune batch, with their consumer, processed_at and id:
  * consumers are enumerated by skipping through inbox_prunable (one descent
  * each), then each gives up to a batch of its oldest markers past its
- * retention.  $1 is now, $2 the default retention, $3 the batch size; $4
- * and $5 the pass's position (InboxPassPosition; $4 NULL: from the first
- * consumer), where the walk resumes without reading again the entries of
- * markers the pass deleted.  lock is appended to the innermost SELECT.
+ * retention.  $1 is now, $2 the default retention, $3 the batch size; $4,
+ * $5 and $6 the pass's position (InboxPassPosition; $4 NULL: from the
+ * first consumer), the (consumer, processed_at, id) where the walk
+ * resumes, inclusive.  The row comparison is an index condition on
+ * inbox_prunable (consumer, processed_at, id): the scan starts at the
+ * position, without reading again the entries of markers the pass
+ * deleted, even where thousands tie on processed_at.  lock is appended to
+ * the innermost SELECT.
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
@@ -93,17 +100,18 @@ TEXTOID, TIMESTAMPTZOID};
 	"  AND i.consumer" INBOX_GT "c.consumer" \
 	"  ORDER BY i.consumer LIMIT 1)" \
 	" FROM consumers c WHERE c.consumer IS NOT NULL)" \
-	" SELECT d.tid, c.consumer, d.processed_at" \
+	" SELECT d.tid, c.consumer, d.processed_at, d.id" \
 	" FROM consumers c CROSS JOIN LATERAL (" \
-	"  SELECT i.ctid AS tid, i.processed_at FROM %1$s.inbox i" \
+	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM %1$s.inbox i" \
 	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
 	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
-	"  AND i.processed_at" INBOX_GE "CASE WHEN c.consumer" INBOX_EQ "$4" \
-	"   THEN $5 ELSE '-infinity' END" \
+	"  AND ROW(i.processed_at, i.id)" INBOX_GE "ROW(" \
+	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $5 ELSE '-infinity' END," \
+	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $6 ELSE " PRUNE_MIN_ID " END)" \
 	"  AND i.processed_at" INBOX_LT "($1" INBOX_MINUS \
 	"   COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x" \
 	"   WHERE x.consumer" INBOX_EQ "c.consumer), $2))" \
-	"  ORDER BY i.processed_at LIMIT $3 " lock ") d" \
+	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d" \
 	" WHERE c.consumer IS NOT NULL" \
 	" LIMIT $3"
 
@@ -121,12 +129,12 @@ prune_deletes_directly(Relation rel)
 
 /*
  * prune_advance
- *		Move the pass's position to the last marker of the current SPI
- *		result, whose columns consumer_column and consumer_column + 1 are
- *		the consumer and processed_at of each row.
+ *		Move the pass's position just past the last marker of the current
+ *		SPI result, whose columns consumer_column to consumer_column + 2
+ *		are the consumer, processed_at and id of each row.
  *
- * The last in inbox_prunable's order: the greatest consumer, then the
- * greatest processed_at; the result's own order is not relied on (a
+ * The last in inbox_prunable's order: the greatest consumer, then
+ * processed_at, then id; the result's own order is not relied on (a
  * DELETE ... RETURNING has none).  Rows the batch left because someone
  * held them are counted too: the next pass retries them.
  */
@@ -136,20 +144,23 @@ prune_advance(InboxPassPosition *position, int consumer_column)
 	SPITupleTable *tuptable = SPI_tuptable;
 	text	   *last = NULL;
 	TimestampTz last_at = 0;
+	int64		last_id = 0;
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
+		HeapTuple	tuple = tuptable->vals[row];
 		bool		isnull;
 		text	   *consumer;
 		TimestampTz at;
+		int64		id;
 		int			cmp = 1;
 
-		consumer = DatumGetTextPP(SPI_getbinval(tuptable->vals[row],
-												tuptable->tupdesc,
+		consumer = DatumGetTextPP(SPI_getbinval(tuple, tuptable->tupdesc,
 												consumer_column, &isnull));
-		at = DatumGetTimestampTz(SPI_getbinval(tuptable->vals[row],
-											   tuptable->tupdesc,
+		at = DatumGetTimestampTz(SPI_getbinval(tuple, tuptable->tupdesc,
 											   consumer_column + 1, &isnull));
+		id = DatumGetInt64(SPI_getbinval(tuple, tuptable->tupdesc,
+										 consumer_column + 2, &isnull));
 		if (last != NULL)
 		{
 			/* The consumer column's own order: the "C" collation. */
@@ -158,11 +169,14 @@ prune_advance(InboxPassPosition *position, int consumer_column)
 							 C_COLLATION_OID);
 			if (cmp == 0)
 				cmp = (at > last_at) - (at < last_at);
+			if (cmp == 0)
+				cmp = (id > last_id) - (id < last_id);
 		}
 		if (cmp > 0)
 		{
 			last = consumer;
 			last_at = at;
+			last_id = id;
 		}
 	}
 
@@ -174,6 +188,13 @@ prune_advance(InboxPassPosition *position, int consumer_column)
 		memcpy(VARDATA(position->consumer.data), VARDATA_ANY(last),
 			   VARSIZE_ANY_EXHDR(last));
 		position->processed_at = last_at;
+
+		/*
+		 * The walk resumes inclusively at the next id.  Ids are unique, so
+		 * nothing lies between; at the very last id the next batch reads
+		 * that one entry again, which is harmless.
+		 */
+		position->id = last_id < PG_INT64_MAX ? last_id + 1 : last_id;
 	}
 }
 
@@ -270,12 +291,14 @@ prune_arguments(Datum *values, char *nulls, Interval *retention,
 	{
 		values[3] = PointerGetDatum(position->consumer.data);
 		values[4] = TimestampTzGetDatum(position->processed_at);
+		values[5] = Int64GetDatum(position->id);
 	}
 	else
 	{
 		values[3] = (Datum) 0;
 		nulls[3] = 'n';
 		values[4] = TimestampTzGetDatum(DT_NOBEGIN);
+		values[5] = Int64GetDatum(PG_INT64_MIN);
 	}
 }
 
@@ -310,7 +333,7 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 						  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
 						  " DELETE FROM %1$s.inbox"
 						  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
-						  " RETURNING consumer, processed_at",
+						  " RETURNING consumer, processed_at, id",
 						  PRUNE_NARGS, prune_argtypes);
 		if (SPI_execute_plan(plan, values, nulls, false, 0) !=
 			SPI_OK_DELETE_RETURNING)

@@ -32,9 +32,10 @@
  * the key index first (a conflict there makes the other unnecessary), then
  * inbox_prunable; inbox_open_claims does not index processed markers.
  * That skips building executor state, index descriptions and the partial
- * indexes' predicates on every call.  Any other index (one a
- * DBA added) makes us hand the whole tuple to the executor's
- * ExecInsertIndexTuples instead, which knows every kind of index.
+ * indexes' predicates on every call.  Any other index (one a DBA added),
+ * or one of ours recreated on other columns, makes us hand the whole tuple
+ * to the executor's ExecInsertIndexTuples instead, which knows every kind
+ * of index.
  *
  * When: only under READ COMMITTED.  Under REPEATABLE READ the design wants
  * false for a marker committed after the snapshot, and under SERIALIZABLE
@@ -52,9 +53,11 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
@@ -102,9 +105,11 @@ static const MarkerColumn marker_columns[] = {
 
 static bool marker_table_is_plain(Relation heap, const InboxObjects *objects);
 static void marker_prepare_insert(MarkerWriter *writer);
+static bool marker_index_is(Relation index, int natts,
+							const AttrNumber *columns);
 static bool marker_insert_index_entries(MarkerWriter *writer,
 										TupleTableSlot *slot,
-										text *message_id);
+										text *message_id, int64 id);
 static bool marker_insert(MarkerWriter *writer, text *message_id);
 
 /*
@@ -178,6 +183,27 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 }
 
 /*
+ * marker_index_is
+ *		Is this a btree index on exactly these columns, in this order, with
+ *		no expressions?  The direct path forms its entries from them.
+ */
+static bool
+marker_index_is(Relation index, int natts, const AttrNumber *columns)
+{
+	Form_pg_index form = index->rd_index;
+
+	if (index->rd_rel->relam != BTREE_AM_OID || form->indnatts != natts ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
+		return false;
+	for (int i = 0; i < natts; i++)
+	{
+		if (form->indkey.values[i] != columns[i])
+			return false;
+	}
+	return true;
+}
+
+/*
  * marker_prepare_insert
  *		Open the other indexes at the first insert of a call, so that a
  *		duplicate costs only the probe.
@@ -205,13 +231,23 @@ marker_prepare_insert(MarkerWriter *writer)
 
 	if (ours)
 	{
-		writer->prunable = index_open(objects->prunable_oid, RowExclusiveLock);
+		static const AttrNumber key_columns[] = {
+			MARKER_ATT_MESSAGE_ID, MARKER_ATT_CONSUMER};
+		static const AttrNumber prunable_columns[] = {
+			MARKER_ATT_CONSUMER, MARKER_ATT_PROCESSED_AT, MARKER_ATT_ID};
 
-		/* index_insert is called without an IndexInfo, which nbtree ignores. */
-		if (writer->prunable->rd_rel->relam != BTREE_AM_OID ||
-			writer->key_index->rd_rel->relam != BTREE_AM_OID)
-			elog(ERROR, "inbox indexes are expected to be btree indexes");
-		return;
+		/*
+		 * The entries are formed below from the columns inbox.sql indexes
+		 * (index_insert is called without an IndexInfo, which nbtree
+		 * ignores); an index recreated on other columns takes the
+		 * executor's way.
+		 */
+		writer->prunable = index_open(objects->prunable_oid, RowExclusiveLock);
+		if (marker_index_is(writer->key_index, lengthof(key_columns), key_columns) &&
+			marker_index_is(writer->prunable, lengthof(prunable_columns),
+							prunable_columns))
+			return;
+		index_close(writer->prunable, NoLock);
 	}
 
 	writer->prunable = NULL;
@@ -234,10 +270,10 @@ marker_prepare_insert(MarkerWriter *writer)
  */
 static bool
 marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
-							text *message_id)
+							text *message_id, int64 id)
 {
-	Datum		values[2];
-	bool		isnull[2] = {false, false};
+	Datum		values[3];
+	bool		isnull[3] = {false, false, false};
 	bool		conflict = false;
 
 	if (writer->prunable == NULL)
@@ -266,6 +302,7 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
 	/* A processed marker satisfies inbox_prunable's predicate. */
 	values[0] = PointerGetDatum(writer->consumer);
 	values[1] = TimestampTzGetDatum(writer->now);
+	values[2] = Int64GetDatum(id);
 	index_insert(writer->prunable, values, isnull, &slot->tts_tid,
 				 writer->heap, UNIQUE_CHECK_NO, false, NULL);
 	return true;
@@ -281,13 +318,13 @@ marker_insert(MarkerWriter *writer, text *message_id)
 {
 	TupleTableSlot *slot = writer->insert_slot;
 	TransactionId xid = GetCurrentTransactionId();
+	int64		id = nextval_internal(writer->objects->id_sequence_oid, false);
 	uint32		token;
 	bool		inserted;
 
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, true, MARKER_NATTS * sizeof(bool));
-	slot->tts_values[MARKER_ATT_ID - 1] =
-		Int64GetDatum(nextval_internal(writer->objects->id_sequence_oid, false));
+	slot->tts_values[MARKER_ATT_ID - 1] = Int64GetDatum(id);
 	slot->tts_values[MARKER_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
 	slot->tts_values[MARKER_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
 	slot->tts_values[MARKER_ATT_STATE - 1] =
@@ -311,7 +348,7 @@ marker_insert(MarkerWriter *writer, text *message_id)
 	token = SpeculativeInsertionLockAcquire(xid);
 	table_tuple_insert_speculative(writer->heap, slot, writer->cid, 0, NULL,
 								   token);
-	inserted = marker_insert_index_entries(writer, slot, message_id);
+	inserted = marker_insert_index_entries(writer, slot, message_id, id);
 	table_tuple_complete_speculative(writer->heap, slot, token, inserted);
 	SpeculativeInsertionLockRelease(xid);
 	return inserted;
