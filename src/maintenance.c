@@ -27,9 +27,9 @@
  * cursor, deleting a batch per fetch, since a batch that started over would
  * read again every row the pass had deleted.
  *
- * Pruning reads the partial index inbox_prunable (consumer, processed_at),
- * one consumer at a time, so each batch reads only rows it deletes, and a
- * consumer with a long retention costs the others nothing.  Both passes
+ * Pruning reads the partial index inbox_prunable (consumer, processed_at,
+ * id), one consumer at a time, so each batch reads only rows it deletes,
+ * and a consumer with a long retention costs the others nothing.  Both passes
  * then change the rows they locked by their ctids (a TID scan), never by a
  * join that the planner could turn into a scan of the whole table.
  *
