@@ -38,9 +38,11 @@ $node->safe_psql(
 	'app', q{
 	SELECT inbox_configure('short', retention => interval '1 hour');
 	SELECT inbox_configure('short2', retention => interval '1 hour');
+	SELECT inbox_configure('short3', retention => interval '1 hour');
 	SELECT inbox_configure('jobs', max_attempts => 2);
 	SELECT inbox_claim('old-' || g, 'short') FROM generate_series(1, 2500) g;
 	SELECT inbox_claim('old2-' || g, 'short2') FROM generate_series(1, 1500) g;
+	SELECT inbox_claim('old3-' || g, 'short3') FROM generate_series(1, 2500) g;
 	SELECT inbox_claim('new-' || g, 'short') FROM generate_series(1, 10) g;
 	SELECT inbox_claim('kept-' || g, 'other') FROM generate_series(1, 10) g;
 	UPDATE inbox SET processed_at = processed_at - interval '2 hours'
@@ -48,6 +50,9 @@ $node->safe_psql(
 	UPDATE inbox SET processed_at = processed_at - interval '2 hours'
 		- substr(message_id, 6)::int * interval '1 second'
 		WHERE message_id LIKE 'old2-%';
+	-- All processed at one instant: batches resume within the tie by id.
+	UPDATE inbox SET processed_at = now() - interval '2 hours'
+		WHERE message_id LIKE 'old3-%';
 	SELECT inbox_begin('job-1', 'jobs'), inbox_begin('job-2', 'jobs'), inbox_begin('job-live', 'jobs');
 	UPDATE inbox SET lease_until = clock_timestamp() - interval '1 second'
 		WHERE message_id IN ('job-1', 'job-2');
@@ -56,7 +61,7 @@ $node->safe_psql(
 
 ok( $node->poll_query_until('app',
 		q{SELECT count(*) = 0 FROM inbox WHERE message_id LIKE 'old%'}),
-	'markers past their retention are pruned, in several batches');
+	'markers past their retention are pruned, in several batches, ties too');
 is( $node->safe_psql(
 		'app', q{
 		SELECT count(*) FILTER (WHERE message_id LIKE 'new-%'),
@@ -74,7 +79,7 @@ is( $node->safe_psql('app',
 
 # The figures, from shared memory.
 ok( $node->poll_query_until('app',
-		q{SELECT pruned_total = 4000 AND reclaimed_total = 2 AND last_error IS NULL
+		q{SELECT pruned_total = 6500 AND reclaimed_total = 2 AND last_error IS NULL
 			AND last_pass_end >= last_pass_start AND passes > 0
 		  FROM inbox_worker_status() WHERE database = 'app'}),
 	'inbox_worker_status reports the passes and their totals')
