@@ -80,11 +80,12 @@ SELECT inbox_prune() AS pruned_in_batches;
 RESET inbox.batch_size;
 
 -- A pass resumes each batch where the last one ended, in (consumer,
--- processed_at, id) order, across consumers, ties and retentions: every expired
--- marker goes, and nothing else.  A trigger makes pruning take its locking
--- DELETE statement, which runs in batches.  The worker's direct deletes
--- keep the same position; t/005_worker.pl checks that they prune every
--- expired marker, not that no batch starts too late.
+-- processed_at, id) order, across consumers, ties and retentions: every
+-- expired marker goes, and nothing else.  A trigger makes pruning take its
+-- locking DELETE statement, which runs in batches.  The worker's direct
+-- deletes keep the same position; t/005_worker.pl checks that they prune
+-- every expired marker, not that no batch starts too late (for that, see
+-- prune_resume.sql).
 CREATE FUNCTION pg_temp.noop() RETURNS trigger LANGUAGE plpgsql AS
 $$ BEGIN RETURN OLD; END $$;
 CREATE TRIGGER inbox_noop BEFORE DELETE ON inbox
