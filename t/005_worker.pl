@@ -50,7 +50,9 @@ $node->safe_psql(
 	UPDATE inbox SET processed_at = processed_at - interval '2 hours'
 		- substr(message_id, 6)::int * interval '1 second'
 		WHERE message_id LIKE 'old2-%';
-	-- All processed at one instant: batches resume within the tie by id.
+	-- All processed at one instant: the direct deletes prune a tie that
+	-- spans several batches (that each starts where the last one ended is
+	-- for sql/prune_resume.sql to show).
 	UPDATE inbox SET processed_at = now() - interval '2 hours'
 		WHERE message_id LIKE 'old3-%';
 	SELECT inbox_begin('job-1', 'jobs'), inbox_begin('job-2', 'jobs'), inbox_begin('job-live', 'jobs');
