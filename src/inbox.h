@@ -167,7 +167,7 @@ typedef struct InboxPassPosition
 {
 	bool		valid;			/* false: start from the first consumer */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
-	int64		id;				/* its id + 1 (the walk resumes at it), */
+	int64		id;				/* its id, */
 	union						/* ... and its consumer, a text datum */
 	{
 		char		data[VARHDRSZ + INBOX_CONSUMER_MAX_BYTES];
