@@ -70,15 +70,16 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 /*
  * The markers a worker batch reads and deletes between two pauses.
  *
- * A process that computes without making a system call keeps its CPU until
- * the scheduler's next tick, even from the processes it wakes: measured
- * (perf sched timehist, Linux 6.18, 250 Hz, 2 cores), claimers that the
- * worker's WAL insertions had woken waited up to 4.3 ms behind it for that
- * CPU while it read or deleted a batch of 10,000 in one stretch, and
- * sometimes while the other CPU was idle.  Those waits were the claims'
- * p99 while pruning.  A pause after every chunk (pg_usleep, the shortest
- * sleep) gives them the CPU within a fraction of a millisecond; it costs
- * the batch about 50 microseconds per chunk.
+ * A process that computes without making a system call can keep its CPU
+ * until the scheduler's next tick, even from the processes it woke, and
+ * whatever its priority: measured (perf sched timehist, Linux 6.18, a tick
+ * every 4 ms, 2 cores), claimers woken while the worker read or deleted a
+ * batch of 10,000 in one stretch waited up to 4.3 ms behind it for its CPU,
+ * at times while the other CPU was idle; at nice 19 or SCHED_IDLE too.
+ * Those waits made most of the claims' p99 while pruning.  A sleep after
+ * every chunk, the shortest there is (1 microsecond, which Linux stretches
+ * to its timer slack, 50 by default), hands them the CPU within a fraction
+ * of a millisecond.
  */
 #define PRUNE_CHUNK 500
 
@@ -313,6 +314,7 @@ prune_arguments(Datum *values, char *nulls, Interval *retention,
 	{
 		values[3] = PointerGetDatum(position->consumer.data);
 		values[4] = TimestampTzGetDatum(position->processed_at);
+
 		/*
 		 * The walk resumes inclusively at the next id.  Ids are unique, so
 		 * nothing lies between; at the very last id the next batch reads
@@ -376,7 +378,7 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 
 	prune_check_privilege(rel);
 	portal = SPI_cursor_open(NULL, prune_candidates_plan(objects), values,
-							 nulls, true);
+							 nulls, false);
 	while (fetched < batch_size)
 	{
 		SPI_cursor_fetch(portal, true, Min(PRUNE_CHUNK, batch_size - fetched));
