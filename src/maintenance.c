@@ -333,14 +333,52 @@ prune_arguments(Datum *values, char *nulls, Interval *retention,
 }
 
 /*
+ * prune_by_cursor
+ *		Delete the candidates from position on (NULL: from the start), at
+ *		most limit, reading them with a cursor, fetch at a time; returns
+ *		how many were deleted.
+ *
+ * With a position, it is moved past each fetch.  With pause, a pause
+ * follows each fetch (see PRUNE_CHUNK).
+ */
+static int64
+prune_by_cursor(const InboxObjects *objects, Relation rel, TimestampTz now,
+				int limit, int fetch, InboxPassPosition *position, bool pause)
+{
+	Interval	retention;
+	Datum		values[PRUNE_NARGS];
+	char		nulls[PRUNE_NARGS];
+	Portal		portal;
+	int64		deleted = 0;
+
+	prune_check_privilege(rel);
+	prune_arguments(values, nulls, &retention, now, limit, position);
+	portal = SPI_cursor_open(NULL, prune_candidates_plan(objects), values,
+							 nulls, false);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, fetch);
+		if (SPI_processed == 0)
+			break;
+		if (position != NULL)
+			prune_advance(position, 2);
+		deleted += prune_delete_rows(rel);
+		if (pause)
+			pg_usleep(1L);
+	}
+	SPI_cursor_close(portal);
+	return deleted;
+}
+
+/*
  * inbox_prune_batch
  *		Delete at most batch_size markers past their retention at now,
  *		from position on, and move position past them.
  *
  * The caller is connected to SPI, has an active snapshot, and passes the
  * objects it resolved in this transaction.  Returns the rows deleted.
- * Deleting directly, it reads the candidates with a cursor, PRUNE_CHUNK at
- * a time, and pauses after each chunk.
+ * Deleting directly, it reads the candidates PRUNE_CHUNK at a time, and
+ * pauses after each chunk.
  */
 int64
 inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
@@ -350,86 +388,32 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 	Datum		values[PRUNE_NARGS];
 	char		nulls[PRUNE_NARGS];
 	Relation	rel;
-	Portal		portal;
-	int64		fetched = 0;
-	int64		deleted = 0;
-
-	prune_arguments(values, nulls, &retention, now, batch_size, position);
+	SPIPlanPtr	plan;
+	int64		deleted;
 
 	rel = table_open(objects->table_oid, RowExclusiveLock);
-	if (!prune_deletes_directly(rel))
+	if (prune_deletes_directly(rel))
 	{
-		SPIPlanPtr	plan;
-
+		deleted = prune_by_cursor(objects, rel, now, batch_size, PRUNE_CHUNK,
+								  position, true);
 		table_close(rel, NoLock);
-		plan = inbox_plan(&prune_delete_plan, objects,
-						  "WITH doomed AS ("
-						  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
-						  " DELETE FROM %1$s.inbox"
-						  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
-						  " RETURNING consumer, processed_at, id",
-						  PRUNE_NARGS, prune_argtypes);
-		if (SPI_execute_plan(plan, values, nulls, false, 0) !=
-			SPI_OK_DELETE_RETURNING)
-			elog(ERROR, "inbox prune statement failed");
-		prune_advance(position, 1);
-		return (int64) SPI_processed;
+		return deleted;
 	}
 
-	prune_check_privilege(rel);
-	portal = SPI_cursor_open(NULL, prune_candidates_plan(objects), values,
-							 nulls, false);
-	while (fetched < batch_size)
-	{
-		SPI_cursor_fetch(portal, true, Min(PRUNE_CHUNK, batch_size - fetched));
-		if (SPI_processed == 0)
-			break;
-		fetched += SPI_processed;
-		prune_advance(position, 2);
-		deleted += prune_delete_rows(rel);
-
-		/* Let the processes waiting for this CPU run: see PRUNE_CHUNK. */
-		pg_usleep(1L);
-	}
-	SPI_cursor_close(portal);
 	table_close(rel, NoLock);
-	return deleted;
-}
-
-/*
- * prune_pass_in_one_transaction
- *		inbox_prune()'s pass when it may delete directly: one cursor walks
- *		the candidates once, and each fetch of batch_size rows is deleted.
- *
- * All of the pass runs in the caller's transaction, where the index
- * entries of rows it deleted cannot be marked dead yet; batches that each
- * started their scan over would read again every row deleted before them,
- * a pass quadratic in the backlog (measured: 400,000 markers in 9 s with
- * batches of 1000, 4 times the 200,000's 2.4 s).
- */
-static int64
-prune_pass_in_one_transaction(const InboxObjects *objects, Relation rel,
-							  TimestampTz now)
-{
-	Interval	retention;
-	Datum		values[PRUNE_NARGS];
-	char		nulls[PRUNE_NARGS];
-	Portal		portal;
-	int64		deleted = 0;
-
-	prune_check_privilege(rel);
-	prune_arguments(values, nulls, &retention, now, PG_INT32_MAX, NULL);
-	portal = SPI_cursor_open(NULL, prune_candidates_plan(objects), values,
-							 nulls, false);
-	for (;;)
-	{
-		SPI_cursor_fetch(portal, true, inbox_batch_size);
-		if (SPI_processed == 0)
-			break;
-		deleted += prune_delete_rows(rel);
-	}
-	SPI_cursor_close(portal);
-	return deleted;
+	prune_arguments(values, nulls, &retention, now, batch_size, position);
+	plan = inbox_plan(&prune_delete_plan, objects,
+					  "WITH doomed AS ("
+					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
+					  " DELETE FROM %1$s.inbox"
+					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
+					  " RETURNING consumer, processed_at, id",
+					  PRUNE_NARGS, prune_argtypes);
+	if (SPI_execute_plan(plan, values, nulls, false, 0) !=
+		SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "inbox prune statement failed");
+	prune_advance(position, 1);
+	return (int64) SPI_processed;
 }
 
 /*
@@ -524,9 +508,18 @@ inbox_prune(PG_FUNCTION_ARGS)
 		PG_RETURN_INT64(maintenance_pass("inbox_prune()", inbox_prune_batch));
 	}
 
+	/*
+	 * One cursor walks the candidates once, deleting each fetch of
+	 * batch_size rows.  All of the pass runs in the caller's transaction,
+	 * where the index entries of rows it deleted cannot be marked dead yet;
+	 * batches that each started their scan over would read again every row
+	 * deleted before them, a pass quadratic in the backlog (measured:
+	 * 400,000 markers in 9 s with batches of 1000, 4 times the 200,000's
+	 * 2.4 s).  No pause: the pass is the caller's own work.
+	 */
 	SPI_connect();
-	deleted = prune_pass_in_one_transaction(&objects, rel,
-											GetCurrentTimestamp());
+	deleted = prune_by_cursor(&objects, rel, GetCurrentTimestamp(),
+							  PG_INT32_MAX, inbox_batch_size, NULL, false);
 	SPI_finish();
 	table_close(rel, NoLock);
 	PG_RETURN_INT64(deleted);
