@@ -92,6 +92,21 @@ start_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -l "$RUNDIR/server.log" -w start >/dev/null
 }
 
+# cpu_counters: the machine's CPU time so far (/proc/stat, in ticks): all
+# of it, then the part the hypervisor ran other guests in ("steal").
+cpu_counters() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9; exit }' /proc/stat
+}
+
+# stolen_since TOTAL STOLEN: the percent of the CPU time since cpu_counters
+# printed TOTAL STOLEN that was stolen.  On a shared virtual machine a run
+# with much stolen time is slower and has longer tails for reasons that
+# have nothing to do with what it measures.
+stolen_since() {
+	cpu_counters | awk -v t="$1" -v s="$2" \
+		'{ printf "%.0f", ($1 > t) ? ($2 - s) * 100 / ($1 - t) : 0 }'
+}
+
 # stop_server: stop the server start_server started and remove its data.
 stop_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -m fast -w stop >/dev/null 2>&1 || true
