@@ -107,6 +107,14 @@ stolen_since() {
 		'{ printf "%.0f", ($1 > t) ? ($2 - s) * 100 / ($1 - t) : 0 }'
 }
 
+# stolen_summary PERCENT...: a sentence for a report on the share of the
+# CPU time stolen during each of its runs (stolen_since).
+stolen_summary() {
+	printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END {
+		printf "CPU time stolen by the hypervisor (steal, /proc/stat) per run: median %d %%, highest %d %%;", v[int((NR + 1) / 2)], v[NR]
+		print " much of it makes a run slower for reasons that have nothing to do with what it measures." }'
+}
+
 # stop_server: stop the server start_server started and remove its data.
 stop_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -m fast -w stop >/dev/null 2>&1 || true
