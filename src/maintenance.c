@@ -76,10 +76,12 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  * every 4 ms, 2 cores), claimers woken while the worker read or deleted a
  * batch of 10,000 in one stretch waited up to 4.3 ms behind it for its CPU,
  * at times while the other CPU was idle; at nice 19 or SCHED_IDLE too.
- * Those waits made most of the claims' p99 while pruning.  A sleep after
- * every chunk, the shortest there is (1 microsecond, which Linux stretches
- * to its timer slack, 50 by default), hands them the CPU within a fraction
- * of a millisecond.
+ * Breaking those stretches about halved the ratio of the claims' p99 while
+ * pruning to their p99 without (3.4-5.1x to 1.7-2.5x in diagnostic pairs);
+ * what is left is the worker's share of the CPU itself (README,
+ * Performance, Pruning).  A sleep after every chunk, the shortest there
+ * is (1 microsecond, which Linux stretches to its timer slack, 50 by
+ * default), hands them the CPU within a fraction of a millisecond.
  */
 #define PRUNE_CHUNK 500
 
