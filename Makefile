@@ -20,6 +20,7 @@ OBJS = \
 	src/claim.o \
 	src/marker.o \
 	src/twophase.o \
+	src/prune.o \
 	src/maintenance.o \
 	src/worker.o \
 	src/shmem.o

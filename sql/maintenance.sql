@@ -82,10 +82,11 @@ RESET inbox.batch_size;
 -- A pass resumes each batch where the last one ended, in (consumer,
 -- processed_at, id) order, across consumers, ties and retentions: every
 -- expired marker goes, and nothing else.  A trigger makes pruning take its
--- locking DELETE statement, which runs in batches.  The worker's direct
--- deletes keep the same position; t/005_worker.pl checks that they prune
--- every expired marker, not that no batch starts too late (for that, see
--- prune_resume.sql).
+-- locking DELETE statement, which runs in batches (inbox_prune() on the
+-- plain table is one walk, without batches).  The worker's walk keeps the
+-- same position between its batches; t/005_worker.pl checks that it
+-- prunes every expired marker and reads each entry once, and
+-- prune_resume.sql that the statement does.
 CREATE FUNCTION pg_temp.noop() RETURNS trigger LANGUAGE plpgsql AS
 $$ BEGIN RETURN OLD; END $$;
 CREATE TRIGGER inbox_noop BEFORE DELETE ON inbox
@@ -109,6 +110,30 @@ SELECT consumer, count(*) AS kept FROM inbox WHERE message_id LIKE 'walk-%'
 GROUP BY consumer ORDER BY consumer;
 RESET inbox.batch_size;
 DROP TRIGGER inbox_noop ON inbox;
+
+-- The walk relies on inbox_prunable's order, not on its predicate: it
+-- checks each marker's state itself.  With the index recreated without the
+-- predicate, so that it also holds a claim given a processed_at by hand,
+-- the claim is kept and the processed marker beside it goes.
+BEGIN;
+DROP INDEX inbox_prunable;
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id);
+INSERT INTO inbox (message_id, consumer, state, processed_at)
+VALUES ('claimed-by-hand', 'short', 'claimed', now() - interval '3 hours'),
+	   ('processed-by-hand', 'short', 'processed', now() - interval '3 hours');
+SELECT inbox_prune() AS pruned;
+SELECT message_id, state FROM inbox WHERE message_id LIKE '%-by-hand';
+ROLLBACK;
+
+-- A table changed from what inbox.sql created is pruned by the statement.
+BEGIN;
+ALTER TABLE inbox ADD COLUMN note text;
+INSERT INTO inbox (message_id, consumer, processed_at)
+VALUES ('old-changed', 'short', now() - interval '3 hours'),
+	   ('new-changed', 'short', now());
+SELECT inbox_prune() AS pruned;
+SELECT message_id FROM inbox WHERE message_id LIKE '%-changed';
+ROLLBACK;
 
 -- inbox_retention_for: lock timeout x deliveries + time-to-live + margin.
 SELECT inbox_retention_for(interval '5 minutes', 10, interval '14 days', interval '1 day');

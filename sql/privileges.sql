@@ -60,6 +60,35 @@ SELECT inbox_begin('w-3', 'email');
 \set VERBOSITY default
 RESET ROLE;
 
+-- A role that runs the maintenance passes from its own scheduler needs
+-- (README, "Privileges") what the statements would: pruning reads and
+-- deletes markers, reclaiming reads and updates claims, both read the
+-- consumers' settings.  Without one of them it is refused.
+CREATE ROLE regress_inbox_maintainer;
+GRANT EXECUTE ON FUNCTION inbox_prune(), inbox_reclaim() TO regress_inbox_maintainer;
+GRANT SELECT ON inbox_consumers TO regress_inbox_maintainer;
+GRANT DELETE ON inbox TO regress_inbox_maintainer;
+SET ROLE regress_inbox_maintainer;
+SELECT inbox_prune();
+RESET ROLE;
+REVOKE DELETE ON inbox FROM regress_inbox_maintainer;
+GRANT SELECT, UPDATE ON inbox TO regress_inbox_maintainer;
+SET ROLE regress_inbox_maintainer;
+SELECT inbox_prune();
+SELECT inbox_reclaim() AS reclaimed;
+RESET ROLE;
+GRANT DELETE ON inbox TO regress_inbox_maintainer;
+REVOKE SELECT ON inbox_consumers FROM regress_inbox_maintainer;
+SET ROLE regress_inbox_maintainer;
+SELECT inbox_prune();
+RESET ROLE;
+GRANT SELECT ON inbox_consumers TO regress_inbox_maintainer;
+UPDATE inbox SET processed_at = processed_at - interval '8 days' WHERE message_id = 'm-1';
+SET ROLE regress_inbox_maintainer;
+SELECT inbox_prune() AS pruned;
+RESET ROLE;
+SELECT count(*) AS m_1_left FROM inbox WHERE message_id = 'm-1';
+
 -- Stopping one role from claiming another consumer's messages: row-level
 -- security with one INSERT policy per role.  With policies in force,
 -- every claim goes through the INSERT, so the policy decides.
@@ -93,4 +122,4 @@ SELECT message_id, consumer FROM inbox WHERE message_id LIKE 'p-%' ORDER BY 1, 2
 
 DROP EXTENSION inbox;
 DROP ROLE regress_inbox_credit, regress_inbox_email, regress_inbox_app,
-	regress_inbox_nobody, regress_inbox_worker;
+	regress_inbox_nobody, regress_inbox_worker, regress_inbox_maintainer;

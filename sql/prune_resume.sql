@@ -9,8 +9,8 @@ SELECT consumer FROM inbox_configure('ties', retention => interval '1 hour');
 -- A trigger makes pruning take its locking DELETE statement, whose batches
 -- all run in the caller's transaction, where the entries of the markers
 -- deleted by earlier batches stay in place and an index scan returns them:
--- a batch that started over would read them all again.  (The worker's
--- direct deletes use the same candidate query; t/005_worker.pl runs them.)
+-- a batch that started over would read them all again.  (The worker's walk
+-- keeps the same position between its batches; t/005_worker.pl checks it.)
 CREATE FUNCTION pg_temp.noop() RETURNS trigger LANGUAGE plpgsql AS
 $$ BEGIN RETURN OLD; END $$;
 CREATE TRIGGER inbox_noop BEFORE DELETE ON inbox

@@ -12,7 +12,8 @@
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
  *	marker.c	their fast path: markers written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
- *	maintenance.c	the prune and reclaim passes, in batches
+ *	prune.c		pruning old markers, in batches
+ *	maintenance.c	reclaiming dead claims, and a pass of batches of either
  *	worker.c	the background worker: a launcher and one worker per database
  *	shmem.c		the worker's last-pass figures in shared memory
  *
@@ -68,6 +69,20 @@
 #define INBOX_PRUNABLE_NAME		"inbox_prunable"
 
 /*
+ * The inbox table's columns as inbox.sql creates them: how many, and the
+ * attribute numbers (1-based) of those the C code reads or writes.  Valid
+ * only while inbox_table_is_plain says the table is unchanged.
+ */
+#define INBOX_NATTS				11
+#define INBOX_ATT_ID			1
+#define INBOX_ATT_MESSAGE_ID	2
+#define INBOX_ATT_CONSUMER		3
+#define INBOX_ATT_STATE			4
+#define INBOX_ATT_RECEIVED_AT	5
+#define INBOX_ATT_PROCESSED_AT	6
+#define INBOX_ATT_ATTEMPTS		9
+
+/*
  * Operators for the SQL text the extension runs through SPI.  Qualified,
  * because the plan cache parses a saved plan again whenever the caller's
  * search_path differs from the last one, and that path may put a schema
@@ -96,6 +111,7 @@ typedef struct InboxObjects
 	Oid			id_sequence_oid;	/* identity sequence of inbox.id */
 	Oid			state_type_oid; /* the inbox_state enum */
 	Oid			processed_oid;	/* its 'processed' label */
+	Oid			failed_oid;		/* its 'failed' label */
 	Oid			open_claims_oid;	/* the table's other indexes */
 	Oid			prunable_oid;
 	NameData	schema_name;
@@ -203,9 +219,13 @@ extern bool inbox_marker_begin(MarkerWriter *writer,
 extern bool inbox_marker_claim(MarkerWriter *writer, text *message_id);
 extern void inbox_marker_end(MarkerWriter *writer);
 
-/* maintenance.c */
+/* prune.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,
 							   int batch_size, InboxPassPosition *position);
+
+/* maintenance.c */
+extern int64 inbox_maintenance_pass(const char *caller,
+									InboxBatchFunction batch);
 extern int64 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 								 int batch_size, InboxPassPosition *position);
 
@@ -224,6 +244,8 @@ extern void inbox_objects_init(void);
 extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
+extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
+extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
 extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									const InboxObjects *objects,
 									const char *query_format, int nargs,

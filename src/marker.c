@@ -53,12 +53,8 @@
 #include "postgres.h"
 
 #include "access/genam.h"
-#include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/pg_am.h"
-#include "catalog/pg_index.h"
-#include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -70,82 +66,11 @@
 
 #include "inbox.h"
 
-/* The inbox table's columns, in order, as inbox.sql creates them. */
-typedef struct MarkerColumn
-{
-	const char *name;
-	Oid			type;			/* InvalidOid: the extension's inbox_state */
-	bool		not_null;
-} MarkerColumn;
-
-static const MarkerColumn marker_columns[] = {
-	{"id", INT8OID, true},
-	{"message_id", TEXTOID, true},
-	{"consumer", TEXTOID, true},
-	{"state", InvalidOid, true},
-	{"received_at", TIMESTAMPTZOID, true},
-	{"processed_at", TIMESTAMPTZOID, false},
-	{"token", INT8OID, false},
-	{"lease_until", TIMESTAMPTZOID, false},
-	{"attempts", INT4OID, true},
-	{"last_error", TEXTOID, false},
-	{"payload", JSONBOID, false},
-};
-
-#define MARKER_NATTS	lengthof(marker_columns)
-
-/* Attribute numbers (1-based) of the columns a marker sets. */
-#define MARKER_ATT_ID			1
-#define MARKER_ATT_MESSAGE_ID	2
-#define MARKER_ATT_CONSUMER		3
-#define MARKER_ATT_STATE		4
-#define MARKER_ATT_RECEIVED_AT	5
-#define MARKER_ATT_PROCESSED_AT	6
-#define MARKER_ATT_ATTEMPTS		9
-
-static bool marker_table_is_plain(Relation heap, const InboxObjects *objects);
 static void marker_prepare_insert(MarkerWriter *writer);
-static bool marker_index_is(Relation index, int natts,
-							const AttrNumber *columns);
 static bool marker_insert_index_entries(MarkerWriter *writer,
 										TupleTableSlot *slot,
 										text *message_id, int64 id);
 static bool marker_insert(MarkerWriter *writer, text *message_id);
-
-/*
- * marker_table_is_plain
- *		Is the table exactly as inbox.sql created it, with nothing an INSERT
- *		would have to run besides storing the row and its index entries?
- */
-static bool
-marker_table_is_plain(Relation heap, const InboxObjects *objects)
-{
-	TupleDesc	desc = RelationGetDescr(heap);
-
-	if (heap->rd_rel->relkind != RELKIND_RELATION ||
-		heap->trigdesc != NULL ||
-		heap->rd_rules != NULL ||
-		desc->natts != MARKER_NATTS ||
-		(desc->constr != NULL &&
-		 (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
-		return false;
-
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(desc, i);
-		const MarkerColumn *column = &marker_columns[i];
-
-		if (attr->attisdropped ||
-			attr->attgenerated != '\0' ||
-			attr->attnotnull != column->not_null ||
-			strcmp(NameStr(attr->attname), column->name) != 0 ||
-			attr->atttypid != (OidIsValid(column->type) ?
-							   column->type : objects->state_type_oid))
-			return false;
-	}
-	return TupleDescAttr(desc, MARKER_ATT_ID - 1)->attidentity ==
-		ATTRIBUTE_IDENTITY_ALWAYS;
-}
 
 /*
  * inbox_marker_begin
@@ -164,7 +89,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	if (IsolationUsesXactSnapshot() || row_security ||
 		!OidIsValid(objects->id_sequence_oid) ||
 		!OidIsValid(objects->processed_oid) ||
-		!marker_table_is_plain(heap, objects))
+		!inbox_table_is_plain(heap, objects))
 		return false;
 
 	writer->objects = objects;
@@ -179,27 +104,6 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	inbox_key_scankeys(writer->keys, key_index, consumer);
 	writer->probe_slot = table_slot_create(heap, NULL);
 	writer->probe = index_beginscan(heap, key_index, &writer->dirty, 2, 0);
-	return true;
-}
-
-/*
- * marker_index_is
- *		Is this a btree index on exactly these columns, in this order, with
- *		no expressions?  The direct path forms its entries from them.
- */
-static bool
-marker_index_is(Relation index, int natts, const AttrNumber *columns)
-{
-	Form_pg_index form = index->rd_index;
-
-	if (index->rd_rel->relam != BTREE_AM_OID || form->indnatts != natts ||
-		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
-		return false;
-	for (int i = 0; i < natts; i++)
-	{
-		if (form->indkey.values[i] != columns[i])
-			return false;
-	}
 	return true;
 }
 
@@ -232,9 +136,9 @@ marker_prepare_insert(MarkerWriter *writer)
 	if (ours)
 	{
 		static const AttrNumber key_columns[] = {
-			MARKER_ATT_MESSAGE_ID, MARKER_ATT_CONSUMER};
+			INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
 		static const AttrNumber prunable_columns[] = {
-			MARKER_ATT_CONSUMER, MARKER_ATT_PROCESSED_AT, MARKER_ATT_ID};
+			INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
 
 		/*
 		 * The entries are formed below from the columns inbox.sql indexes
@@ -243,8 +147,8 @@ marker_prepare_insert(MarkerWriter *writer)
 		 * executor's way.
 		 */
 		writer->prunable = index_open(objects->prunable_oid, RowExclusiveLock);
-		if (marker_index_is(writer->key_index, lengthof(key_columns), key_columns) &&
-			marker_index_is(writer->prunable, lengthof(prunable_columns),
+		if (inbox_index_is(writer->key_index, lengthof(key_columns), key_columns) &&
+			inbox_index_is(writer->prunable, lengthof(prunable_columns),
 							prunable_columns))
 			return;
 		index_close(writer->prunable, NoLock);
@@ -323,22 +227,22 @@ marker_insert(MarkerWriter *writer, text *message_id)
 	bool		inserted;
 
 	ExecClearTuple(slot);
-	memset(slot->tts_isnull, true, MARKER_NATTS * sizeof(bool));
-	slot->tts_values[MARKER_ATT_ID - 1] = Int64GetDatum(id);
-	slot->tts_values[MARKER_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
-	slot->tts_values[MARKER_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
-	slot->tts_values[MARKER_ATT_STATE - 1] =
+	memset(slot->tts_isnull, true, INBOX_NATTS * sizeof(bool));
+	slot->tts_values[INBOX_ATT_ID - 1] = Int64GetDatum(id);
+	slot->tts_values[INBOX_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
+	slot->tts_values[INBOX_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
+	slot->tts_values[INBOX_ATT_STATE - 1] =
 		ObjectIdGetDatum(writer->objects->processed_oid);
-	slot->tts_values[MARKER_ATT_RECEIVED_AT - 1] = TimestampTzGetDatum(writer->now);
-	slot->tts_values[MARKER_ATT_PROCESSED_AT - 1] = TimestampTzGetDatum(writer->now);
-	slot->tts_values[MARKER_ATT_ATTEMPTS - 1] = Int32GetDatum(1);
-	slot->tts_isnull[MARKER_ATT_ID - 1] = false;
-	slot->tts_isnull[MARKER_ATT_MESSAGE_ID - 1] = false;
-	slot->tts_isnull[MARKER_ATT_CONSUMER - 1] = false;
-	slot->tts_isnull[MARKER_ATT_STATE - 1] = false;
-	slot->tts_isnull[MARKER_ATT_RECEIVED_AT - 1] = false;
-	slot->tts_isnull[MARKER_ATT_PROCESSED_AT - 1] = false;
-	slot->tts_isnull[MARKER_ATT_ATTEMPTS - 1] = false;
+	slot->tts_values[INBOX_ATT_RECEIVED_AT - 1] = TimestampTzGetDatum(writer->now);
+	slot->tts_values[INBOX_ATT_PROCESSED_AT - 1] = TimestampTzGetDatum(writer->now);
+	slot->tts_values[INBOX_ATT_ATTEMPTS - 1] = Int32GetDatum(1);
+	slot->tts_isnull[INBOX_ATT_ID - 1] = false;
+	slot->tts_isnull[INBOX_ATT_MESSAGE_ID - 1] = false;
+	slot->tts_isnull[INBOX_ATT_CONSUMER - 1] = false;
+	slot->tts_isnull[INBOX_ATT_STATE - 1] = false;
+	slot->tts_isnull[INBOX_ATT_RECEIVED_AT - 1] = false;
+	slot->tts_isnull[INBOX_ATT_PROCESSED_AT - 1] = false;
+	slot->tts_isnull[INBOX_ATT_ATTEMPTS - 1] = false;
 	ExecStoreVirtualTuple(slot);
 
 	/*

@@ -27,8 +27,10 @@
 #include "access/table.h"
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
@@ -39,6 +41,28 @@
 #include "utils/syscache.h"
 
 #include "inbox.h"
+
+/* The inbox table's columns, in order, as inbox.sql creates them. */
+typedef struct InboxColumn
+{
+	const char *name;
+	Oid			type;			/* InvalidOid: the extension's inbox_state */
+	bool		not_null;
+} InboxColumn;
+
+static const InboxColumn inbox_columns[INBOX_NATTS] = {
+	{"id", INT8OID, true},
+	{"message_id", TEXTOID, true},
+	{"consumer", TEXTOID, true},
+	{"state", InvalidOid, true},
+	{"received_at", TIMESTAMPTZOID, true},
+	{"processed_at", TIMESTAMPTZOID, false},
+	{"token", INT8OID, false},
+	{"lease_until", TIMESTAMPTZOID, false},
+	{"attempts", INT4OID, true},
+	{"last_error", TEXTOID, false},
+	{"payload", JSONBOID, false},
+};
 
 static InboxObjects objects_cache;
 static bool objects_cache_valid = false;
@@ -143,9 +167,14 @@ objects_lookup(void)
 										   CStringGetDatum(INBOX_STATE_TYPE_NAME),
 										   ObjectIdGetDatum(schema));
 	if (OidIsValid(found.state_type_oid))
+	{
 		found.processed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
 											  ObjectIdGetDatum(found.state_type_oid),
 											  CStringGetDatum("processed"));
+		found.failed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
+										   ObjectIdGetDatum(found.state_type_oid),
+										   CStringGetDatum("failed"));
+	}
 	found.open_claims_oid = get_relname_relid(INBOX_OPEN_CLAIMS_NAME, schema);
 	found.prunable_oid = get_relname_relid(INBOX_PRUNABLE_NAME, schema);
 
@@ -196,6 +225,65 @@ inbox_open_table(LOCKMODE lockmode, InboxObjects *objects)
 			table_close(rel, lockmode);
 		objects_cache_valid = false;
 	}
+}
+
+/*
+ * inbox_table_is_plain
+ *		Is the table exactly as inbox.sql created it, with nothing an INSERT
+ *		or DELETE would have to run besides changing the row and its index
+ *		entries?  The paths that write without SQL (marker.c, prune.c)
+ *		apply only then.
+ */
+bool
+inbox_table_is_plain(Relation heap, const InboxObjects *objects)
+{
+	TupleDesc	desc = RelationGetDescr(heap);
+
+	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+		heap->trigdesc != NULL ||
+		heap->rd_rules != NULL ||
+		desc->natts != INBOX_NATTS ||
+		(desc->constr != NULL &&
+		 (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
+		return false;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+		const InboxColumn *column = &inbox_columns[i];
+
+		if (attr->attisdropped ||
+			attr->attgenerated != '\0' ||
+			attr->attnotnull != column->not_null ||
+			strcmp(NameStr(attr->attname), column->name) != 0 ||
+			attr->atttypid != (OidIsValid(column->type) ?
+							   column->type : objects->state_type_oid))
+			return false;
+	}
+	return TupleDescAttr(desc, INBOX_ATT_ID - 1)->attidentity ==
+		ATTRIBUTE_IDENTITY_ALWAYS;
+}
+
+/*
+ * inbox_index_is
+ *		Is this a btree index on exactly these columns, in this order, with
+ *		no expressions?  The paths that write index entries themselves
+ *		(marker.c) or walk an index's order (prune.c) need to know.
+ */
+bool
+inbox_index_is(Relation index, int natts, const AttrNumber *columns)
+{
+	Form_pg_index form = index->rd_index;
+
+	if (index->rd_rel->relam != BTREE_AM_OID || form->indnatts != natts ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
+		return false;
+	for (int i = 0; i < natts; i++)
+	{
+		if (form->indkey.values[i] != columns[i])
+			return false;
+	}
+	return true;
 }
 
 /*

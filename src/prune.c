@@ -1,0 +1,747 @@
+/*-------------------------------------------------------------------------
+ *
+ * prune.c
+ *	  Pruning: deleting the markers past their consumer's retention.
+ *
+ * Pruning deletes processed and failed markers whose processed_at is older
+ * than their consumer's retention; it never touches a claim that is live,
+ * expired or released.  It works in batches of at most inbox.batch_size
+ * markers, and leaves a marker that another session holds for a later pass
+ * rather than wait for it.
+ *
+ * It reads the partial index inbox_prunable (consumer, processed_at, id),
+ * one consumer at a time, so that each batch reads only markers it deletes
+ * and a consumer with a long retention costs the others nothing.  A pass
+ * keeps its position in that order between batches (InboxPassPosition): the
+ * entries of markers a batch deleted stay in the index until vacuum, and a
+ * batch that started over would read them all again.
+ *
+ * The walk (the usual way): an index scan of inbox_prunable of our own
+ * finds each consumer, then its markers past their retention from the
+ * position on, and each marker found is deleted through the table access
+ * method without waiting: one held by someone else reports "being
+ * modified" and is skipped.  No row lock is taken and WAL-logged before
+ * each delete (measured with pg_waldump: half of the WAL records of a pass
+ * that locked first), and neither executor nor SPI runs per marker: reading
+ * the candidates through an SPI cursor was 45 % of the worker's CPU time
+ * (perf), and the claimers pay for every bit of it while the worker runs.
+ * The scan returns the version of each marker its snapshot sees, following
+ * HOT chains, so the delete names that version, never the index entry's.
+ *
+ * The statement: on a table with triggers, rules or row security, where a
+ * DELETE would do more, or one changed from what inbox.sql created, each
+ * batch is one DELETE statement that locks its rows with FOR UPDATE SKIP
+ * LOCKED and deletes them by ctid (a TID scan), never by a join that the
+ * planner could turn into a scan of the whole table.
+ *
+ * The background worker runs each batch in its own short transaction,
+ * pausing for a moment every PRUNE_CHUNK markers so that it never holds a
+ * CPU that claimers are waiting for.  inbox_prune() runs a whole pass in
+ * the caller's transaction: one walk, without pauses.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_opclass.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_prune);
+
+/*
+ * The markers a worker batch reads and deletes between two pauses.
+ *
+ * A process that computes without making a system call can keep its CPU
+ * until the scheduler's next tick, even from the processes it woke, and
+ * whatever its priority: measured (perf sched timehist, Linux 6.18, a tick
+ * every 4 ms, 2 cores), claimers woken while the worker read or deleted a
+ * batch of 10,000 in one stretch waited up to 4.3 ms behind it for its CPU,
+ * at times while the other CPU was idle; at nice 19 or SCHED_IDLE too.
+ * Breaking those stretches about halved the ratio of the claims' p99 while
+ * pruning to their p99 without (3.4-5.1x to 1.7-2.5x in diagnostic pairs);
+ * what is left is the worker's share of the CPU itself (README,
+ * Performance, Pruning).  A sleep after every chunk, the shortest there
+ * is (1 microsecond, which Linux stretches to its timer slack, 50 by
+ * default), hands them the CPU within a fraction of a millisecond.
+ */
+#define PRUNE_CHUNK 500
+
+/* What a walk reads: the markers of one consumer, one after another. */
+typedef struct PruneWalk
+{
+	const InboxObjects *objects;
+	Relation	heap;
+	Relation	index;			/* inbox_prunable */
+	Snapshot	snapshot;
+	TimestampTz now;
+	InboxPassPosition *position;	/* moved to each marker read */
+	bool		position_consumer_set;	/* holds the current consumer? */
+	IndexScanDesc consumers;	/* finds the next consumer */
+	IndexScanDesc markers;		/* reads the current one's markers */
+	TupleTableSlot *slot;
+	text	   *consumer;		/* the current consumer; NULL before the
+								 * first */
+	ScanKeyData consumer_key;
+	ScanKeyData marker_keys[3];
+	ScanKeyData start_keys[2];	/* the members of marker_keys[1] */
+} PruneWalk;
+
+static InboxPlan cutoff_plan;
+static InboxPlan delete_plan;
+
+/*
+ * The parameters of PRUNE_CANDIDATES, the statement's way of selecting the
+ * markers of a batch.
+ */
+#define PRUNE_NARGS 6
+static Oid	prune_argtypes[PRUNE_NARGS] = {TIMESTAMPTZOID, INTERVALOID, INT4OID,
+TEXTOID, TIMESTAMPTZOID, INT8OID};
+
+/* The lowest id, where the walk of a consumer other than $4 starts. */
+#define PRUNE_MIN_ID "'-9223372036854775808'::pg_catalog.int8"
+
+/* The final states, as an array constant of the extension's enum. */
+#define FINAL_STATES "'{processed,failed}'::%1$s.inbox_state[]"
+
+/*
+ * The markers of a prune batch, with their consumer, processed_at and id,
+ * the same ones a walk reads: consumers are enumerated by skipping through
+ * inbox_prunable (one descent each), then each gives up to a batch of its
+ * oldest markers past its retention.  $1 is now, $2 the default retention,
+ * $3 the batch size; $4, $5 and $6 the pass's position ($4 NULL: from the
+ * first consumer), the (consumer, processed_at, id) where the walk resumes,
+ * inclusive.  The row comparison is an index condition on inbox_prunable:
+ * the scan starts at the position, without reading again the entries of
+ * markers the pass deleted, even where thousands tie on processed_at.
+ * lock is appended to the innermost SELECT.
+ */
+#define PRUNE_CANDIDATES(lock) \
+	"WITH RECURSIVE consumers(consumer) AS (" \
+	" SELECT COALESCE($4, (SELECT consumer FROM %1$s.inbox" \
+	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" \
+	"  ORDER BY consumer LIMIT 1))" \
+	" UNION ALL" \
+	" SELECT (SELECT i.consumer FROM %1$s.inbox i" \
+	"  WHERE i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
+	"  AND i.consumer" INBOX_GT "c.consumer" \
+	"  ORDER BY i.consumer LIMIT 1)" \
+	" FROM consumers c WHERE c.consumer IS NOT NULL)" \
+	" SELECT d.tid, c.consumer, d.processed_at, d.id" \
+	" FROM consumers c CROSS JOIN LATERAL (" \
+	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM %1$s.inbox i" \
+	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
+	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
+	"  AND ROW(i.processed_at, i.id)" INBOX_GE "ROW(" \
+	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $5 ELSE '-infinity' END," \
+	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $6 ELSE " PRUNE_MIN_ID " END)" \
+	"  AND i.processed_at" INBOX_LT "($1" INBOX_MINUS \
+	"   COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x" \
+	"   WHERE x.consumer" INBOX_EQ "c.consumer), $2))" \
+	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d" \
+	" WHERE c.consumer IS NOT NULL" \
+	" LIMIT $3"
+
+/*
+ * prune_default_retention
+ *		inbox.retention as an interval.
+ */
+static Interval *
+prune_default_retention(Interval *retention)
+{
+	memset(retention, 0, sizeof(Interval));
+	retention->time = (int64) inbox_retention * SECS_PER_MINUTE * USECS_PER_SEC;
+	return retention;
+}
+
+/*
+ * prune_check_privilege
+ *		What a DELETE ... WHERE on the table would check.
+ */
+static void
+prune_check_privilege(Relation rel)
+{
+	AclMode		modes[] = {ACL_SELECT, ACL_DELETE};
+
+	for (int i = 0; i < lengthof(modes); i++)
+	{
+		AclResult	aclresult;
+
+		aclresult = pg_class_aclcheck(RelationGetRelid(rel), GetUserId(),
+									  modes[i]);
+		if (aclresult != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_TABLE,
+						   RelationGetRelationName(rel));
+	}
+}
+
+/*
+ * prune_open_index
+ *		Open inbox_prunable for a walk; NULL if the statement must prune
+ *		instead.
+ *
+ * The walk deletes as a DELETE would only on the table inbox.sql created,
+ * with no triggers, rules or row security; and it relies on the index's
+ * order, so the index must be the one inbox.sql created too: valid, a btree
+ * on (consumer, processed_at, id) in ascending order, with the default
+ * operator classes, consumer in the "C" collation.  Its predicate is not
+ * relied on: the walk checks each marker's state itself.
+ */
+static Relation
+prune_open_index(Relation heap, const InboxObjects *objects)
+{
+	static const AttrNumber columns[] = {
+	INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
+	static const Oid opclasses[] = {
+	TEXT_BTREE_OPS_OID, TIMESTAMPTZ_BTREE_OPS_OID, INT8_BTREE_OPS_OID};
+	Relation	index;
+	Datum		datum;
+	bool		isnull;
+	oidvector  *indclass;
+
+	if (heap->trigdesc != NULL || heap->rd_rules != NULL ||
+		heap->rd_rel->relrowsecurity ||
+		!OidIsValid(objects->prunable_oid) ||
+		!OidIsValid(objects->processed_oid) ||
+		!OidIsValid(objects->failed_oid) ||
+		!inbox_table_is_plain(heap, objects))
+		return NULL;
+
+	index = index_open(objects->prunable_oid, AccessShareLock);
+	if (!inbox_index_is(index, lengthof(columns), columns) ||
+		!index->rd_index->indisvalid ||
+		index->rd_indcollation[0] != C_COLLATION_OID)
+	{
+		index_close(index, AccessShareLock);
+		return NULL;
+	}
+	datum = SysCacheGetAttr(INDEXRELID, index->rd_indextuple,
+							Anum_pg_index_indclass, &isnull);
+	Assert(!isnull);
+	indclass = (oidvector *) DatumGetPointer(datum);
+	for (int i = 0; i < lengthof(columns); i++)
+	{
+		if (indclass->values[i] != opclasses[i] || index->rd_indoption[i] != 0)
+		{
+			index_close(index, AccessShareLock);
+			return NULL;
+		}
+	}
+	return index;
+}
+
+/*
+ * prune_cutoff
+ *		The processed_at before which the consumer's markers are past their
+ *		retention at now.
+ *
+ * SQL, once per consumer and batch: the retention is a row of
+ * inbox_consumers, and interval arithmetic follows the session's time zone.
+ */
+static TimestampTz
+prune_cutoff(const InboxObjects *objects, text *consumer, TimestampTz now)
+{
+	static Oid	argtypes[] = {TIMESTAMPTZOID, TEXTOID, INTERVALOID};
+	Interval	retention;
+	Datum		values[3];
+	SPIPlanPtr	plan;
+	bool		isnull;
+	TimestampTz cutoff;
+
+	plan = inbox_plan(&cutoff_plan, objects,
+					  "SELECT $1" INBOX_MINUS
+					  "COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x"
+					  " WHERE x.consumer" INBOX_EQ "$2), $3)",
+					  3, argtypes);
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = IntervalPGetDatum(prune_default_retention(&retention));
+	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "inbox retention query failed");
+	cutoff = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1,
+											   &isnull));
+	if (isnull)
+		elog(ERROR, "inbox retention query returned NULL");
+	SPI_freetuptable(SPI_tuptable);
+	return cutoff;
+}
+
+/*
+ * prune_walk_begin
+ *		Set up a walk from position on (invalid: from the first consumer).
+ *
+ * The caller has opened heap and index (prune_open_index), checked the
+ * privileges, and has an active snapshot and an SPI connection, which last
+ * as long as the walk.
+ */
+static void
+prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
+				 Relation index, TimestampTz now, InboxPassPosition *position)
+{
+	memset(walk, 0, sizeof(PruneWalk));
+	walk->objects = objects;
+	walk->heap = heap;
+	walk->index = index;
+	walk->snapshot = GetActiveSnapshot();
+	walk->now = now;
+	walk->position = position;
+	walk->slot = table_slot_create(heap, NULL);
+	walk->consumers = index_beginscan(heap, index, walk->snapshot, 1, 0);
+	walk->markers = index_beginscan(heap, index, walk->snapshot,
+									lengthof(walk->marker_keys), 0);
+}
+
+/*
+ * prune_walk_end
+ *		Release what the walk set up.
+ */
+static void
+prune_walk_end(PruneWalk *walk)
+{
+	index_endscan(walk->markers);
+	index_endscan(walk->consumers);
+	ExecDropSingleTupleTableSlot(walk->slot);
+}
+
+/*
+ * prune_slot_is_final
+ *		Is the marker in the walk's slot processed or failed?  Reads its
+ *		columns up to processed_at.
+ */
+static bool
+prune_slot_is_final(PruneWalk *walk)
+{
+	Oid			state;
+
+	slot_getsomeattrs(walk->slot, INBOX_ATT_PROCESSED_AT);
+	state = DatumGetObjectId(walk->slot->tts_values[INBOX_ATT_STATE - 1]);
+	return state == walk->objects->processed_oid ||
+		state == walk->objects->failed_oid;
+}
+
+/*
+ * prune_is_position_consumer
+ *		Is consumer the one the walk's position names?
+ */
+static bool
+prune_is_position_consumer(PruneWalk *walk, text *consumer)
+{
+	text	   *other = (text *) walk->position->consumer.data;
+
+	return walk->position->valid &&
+		VARSIZE_ANY_EXHDR(consumer) == VARSIZE_ANY_EXHDR(other) &&
+		memcmp(VARDATA_ANY(consumer), VARDATA_ANY(other),
+			   VARSIZE_ANY_EXHDR(consumer)) == 0;
+}
+
+/*
+ * prune_next_consumer
+ *		Move the walk to the next consumer that has final markers, and start
+ *		reading its markers past their retention; false when there is none.
+ *
+ * The first is the position's consumer, if the position is valid (whether
+ * or not it still has markers), or the first there is; then each one after
+ * the current, one descent of the index each.  Reading the position's consumer, the scan starts just after
+ * the position's marker: a row comparison, an index condition that skips
+ * the entries of the markers deleted before, however many tie on
+ * processed_at.
+ */
+static bool
+prune_next_consumer(PruneWalk *walk)
+{
+	InboxPassPosition *position = walk->position;
+	text	   *consumer = NULL;
+	TimestampTz start_at = DT_NOBEGIN;
+	int64		start_id = PG_INT64_MIN;
+	StrategyNumber start_strategy = BTGreaterEqualStrategyNumber;
+
+	if (walk->consumer == NULL && position->valid)
+	{
+		/*
+		 * Not looked up: the index's first entries of the position's
+		 * consumer are those of the markers the pass deleted before.
+		 */
+		consumer = DatumGetTextPCopy(PointerGetDatum(position->consumer.data));
+	}
+	else
+	{
+		if (walk->consumer != NULL)
+			ScanKeyEntryInitialize(&walk->consumer_key, 0, 1,
+								   BTGreaterStrategyNumber, InvalidOid,
+								   C_COLLATION_OID, F_TEXT_GT,
+								   PointerGetDatum(walk->consumer));
+		else
+			ScanKeyEntryInitialize(&walk->consumer_key, 0, 1,
+								   BTGreaterEqualStrategyNumber, InvalidOid,
+								   C_COLLATION_OID, F_TEXT_GE,
+								   PointerGetDatum(cstring_to_text("")));
+		index_rescan(walk->consumers, &walk->consumer_key, 1, NULL, 0);
+		while (index_getnext_slot(walk->consumers, ForwardScanDirection,
+								  walk->slot))
+		{
+			if (prune_slot_is_final(walk))
+			{
+				consumer = DatumGetTextPCopy(walk->slot->tts_values[INBOX_ATT_CONSUMER - 1]);
+				break;
+			}
+		}
+		ExecClearTuple(walk->slot);
+		if (consumer == NULL)
+			return false;
+	}
+
+	if (walk->consumer != NULL)
+		pfree(walk->consumer);
+	walk->consumer = consumer;
+	walk->position_consumer_set = prune_is_position_consumer(walk, consumer);
+	if (walk->position_consumer_set)
+	{
+		start_at = position->processed_at;
+		start_id = position->id;
+		start_strategy = BTGreaterStrategyNumber;
+	}
+
+	/* consumer = $consumer */
+	ScanKeyEntryInitialize(&walk->marker_keys[0], 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, C_COLLATION_OID, F_TEXTEQ,
+						   PointerGetDatum(consumer));
+	/* ROW(processed_at, id) > or >= ROW(start_at, start_id) */
+	ScanKeyEntryInitialize(&walk->start_keys[0], SK_ROW_MEMBER, 2,
+						   start_strategy, TIMESTAMPTZOID, InvalidOid,
+						   F_TIMESTAMPTZ_CMP, TimestampTzGetDatum(start_at));
+	ScanKeyEntryInitialize(&walk->start_keys[1], SK_ROW_MEMBER | SK_ROW_END, 3,
+						   start_strategy, INT8OID, InvalidOid,
+						   F_BTINT8CMP, Int64GetDatum(start_id));
+	ScanKeyEntryInitialize(&walk->marker_keys[1], SK_ROW_HEADER, 2,
+						   start_strategy, InvalidOid, InvalidOid, InvalidOid,
+						   PointerGetDatum(walk->start_keys));
+	/* processed_at < the consumer's cutoff */
+	ScanKeyEntryInitialize(&walk->marker_keys[2], 0, 2, BTLessStrategyNumber,
+						   InvalidOid, InvalidOid, F_TIMESTAMPTZ_LT,
+						   TimestampTzGetDatum(prune_cutoff(walk->objects,
+															consumer,
+															walk->now)));
+	index_rescan(walk->markers, walk->marker_keys, lengthof(walk->marker_keys),
+				 NULL, 0);
+	return true;
+}
+
+/*
+ * prune_walk_next
+ *		Read the next marker past its retention into the walk's slot, and
+ *		move the position to it; false when the walk is done.
+ *
+ * The walk reads in inbox_prunable's order, so the marker read last is the
+ * furthest on.  A consumer too long for the position (only a hand-inserted
+ * marker can be) leaves it invalid: the next batch then starts over.
+ */
+static bool
+prune_walk_next(PruneWalk *walk)
+{
+	InboxPassPosition *position = walk->position;
+	TupleTableSlot *slot = walk->slot;
+
+	for (;;)
+	{
+		while (walk->consumer != NULL &&
+			   index_getnext_slot(walk->markers, ForwardScanDirection, slot))
+		{
+			if (!prune_slot_is_final(walk))
+				continue;
+			if (!walk->position_consumer_set)
+			{
+				Size		len = VARSIZE_ANY_EXHDR(walk->consumer);
+
+				position->valid = len <= INBOX_CONSUMER_MAX_BYTES;
+				if (position->valid)
+				{
+					SET_VARSIZE(position->consumer.data, VARHDRSZ + len);
+					memcpy(VARDATA(position->consumer.data),
+						   VARDATA_ANY(walk->consumer), len);
+				}
+				walk->position_consumer_set = true;
+			}
+			position->processed_at =
+				DatumGetTimestampTz(slot->tts_values[INBOX_ATT_PROCESSED_AT - 1]);
+			position->id = DatumGetInt64(slot->tts_values[INBOX_ATT_ID - 1]);
+			return true;
+		}
+		if (!prune_next_consumer(walk))
+			return false;
+	}
+}
+
+/*
+ * prune_delete_marker
+ *		Delete one marker version the walk's snapshot saw; false if another
+ *		transaction has locked, updated or deleted it since (it is skipped,
+ *		without waiting), or this one has.
+ */
+static bool
+prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
+					Snapshot snapshot)
+{
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	result = table_tuple_delete(heap, tid, cid, snapshot, InvalidSnapshot,
+								false, &tmfd, false);
+	switch (result)
+	{
+		case TM_Ok:
+			return true;
+		case TM_BeingModified:
+		case TM_Updated:
+		case TM_Deleted:
+		case TM_SelfModified:
+			return false;
+		default:
+			elog(ERROR, "unexpected result %d deleting an inbox marker",
+				 (int) result);
+	}
+	return false;				/* keep compiler quiet */
+}
+
+/*
+ * prune_walk_delete
+ *		Walk at most limit markers, deleting each; returns how many were
+ *		deleted.  With pause, a pause follows every PRUNE_CHUNK markers.
+ */
+static int64
+prune_walk_delete(PruneWalk *walk, int64 limit, bool pause)
+{
+	CommandId	cid = GetCurrentCommandId(true);
+	int64		seen = 0;
+	int64		deleted = 0;
+
+	while (seen < limit && prune_walk_next(walk))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (prune_delete_marker(walk->heap, &walk->slot->tts_tid, cid,
+								walk->snapshot))
+			deleted++;
+		if (++seen % PRUNE_CHUNK == 0 && pause)
+			pg_usleep(1L);
+	}
+	return deleted;
+}
+
+/*
+ * prune_advance
+ *		Move the pass's position to the last marker the DELETE statement
+ *		returned (columns consumer, processed_at, id), if it lies further on.
+ *
+ * The last in inbox_prunable's order: the greatest consumer, then
+ * processed_at, then id; a DELETE ... RETURNING has no order of its own.
+ */
+static void
+prune_advance(InboxPassPosition *position)
+{
+	SPITupleTable *tuptable = SPI_tuptable;
+	text	   *last = NULL;
+	TimestampTz last_at = 0;
+	int64		last_id = 0;
+	bool		moved = false;
+
+	if (position->valid)
+	{
+		last = (text *) position->consumer.data;
+		last_at = position->processed_at;
+		last_id = position->id;
+	}
+
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		HeapTuple	tuple = tuptable->vals[row];
+		bool		isnull;
+		text	   *consumer;
+		TimestampTz at;
+		int64		id;
+		int			cmp = 1;
+
+		consumer = DatumGetTextPP(SPI_getbinval(tuple, tuptable->tupdesc, 1,
+												&isnull));
+		at = DatumGetTimestampTz(SPI_getbinval(tuple, tuptable->tupdesc, 2,
+											   &isnull));
+		id = DatumGetInt64(SPI_getbinval(tuple, tuptable->tupdesc, 3, &isnull));
+		if (last != NULL)
+		{
+			/* The consumer column's own order: the "C" collation. */
+			cmp = varstr_cmp(VARDATA_ANY(consumer), VARSIZE_ANY_EXHDR(consumer),
+							 VARDATA_ANY(last), VARSIZE_ANY_EXHDR(last),
+							 C_COLLATION_OID);
+			if (cmp == 0)
+				cmp = (at > last_at) - (at < last_at);
+			if (cmp == 0)
+				cmp = (id > last_id) - (id < last_id);
+		}
+		if (cmp > 0)
+		{
+			last = consumer;
+			last_at = at;
+			last_id = id;
+			moved = true;
+		}
+	}
+
+	if (!moved)
+		return;
+	position->valid = VARSIZE_ANY_EXHDR(last) <= INBOX_CONSUMER_MAX_BYTES;
+	if (position->valid)
+	{
+		SET_VARSIZE(position->consumer.data, VARHDRSZ + VARSIZE_ANY_EXHDR(last));
+		memcpy(VARDATA(position->consumer.data), VARDATA_ANY(last),
+			   VARSIZE_ANY_EXHDR(last));
+		position->processed_at = last_at;
+		position->id = last_id;
+	}
+}
+
+/*
+ * prune_by_statement
+ *		One batch as a DELETE statement that locks its rows first, for a
+ *		table a walk must not prune; returns the rows deleted.
+ */
+static int64
+prune_by_statement(const InboxObjects *objects, TimestampTz now,
+				   int batch_size, InboxPassPosition *position)
+{
+	Interval	retention;
+	Datum		values[PRUNE_NARGS];
+	char		nulls[PRUNE_NARGS];
+	SPIPlanPtr	plan;
+
+	plan = inbox_plan(&delete_plan, objects,
+					  "WITH doomed AS ("
+					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
+					  " DELETE FROM %1$s.inbox"
+					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
+					  " RETURNING consumer, processed_at, id",
+					  PRUNE_NARGS, prune_argtypes);
+
+	memset(nulls, ' ', PRUNE_NARGS);
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = IntervalPGetDatum(prune_default_retention(&retention));
+	values[2] = Int32GetDatum(batch_size);
+	if (position->valid)
+	{
+		values[3] = PointerGetDatum(position->consumer.data);
+		values[4] = TimestampTzGetDatum(position->processed_at);
+
+		/*
+		 * The walk resumes inclusively at the next id.  Ids are unique, so
+		 * nothing lies between; at the very last id the next batch reads
+		 * that one entry again, which is harmless.
+		 */
+		values[5] = Int64GetDatum(position->id < PG_INT64_MAX ?
+								  position->id + 1 : position->id);
+	}
+	else
+	{
+		values[3] = (Datum) 0;
+		nulls[3] = 'n';
+		values[4] = TimestampTzGetDatum(DT_NOBEGIN);
+		values[5] = Int64GetDatum(PG_INT64_MIN);
+	}
+
+	if (SPI_execute_plan(plan, values, nulls, false, 0) !=
+		SPI_OK_DELETE_RETURNING)
+		elog(ERROR, "inbox prune statement failed");
+	prune_advance(position);
+	return (int64) SPI_processed;
+}
+
+/*
+ * inbox_prune_batch
+ *		Delete at most batch_size markers past their retention at now,
+ *		from position on, and move position past them.
+ *
+ * The caller is connected to SPI, has an active snapshot, and passes the
+ * objects it resolved in this transaction.  Returns the rows deleted.  A
+ * walk pauses every PRUNE_CHUNK markers.
+ */
+int64
+inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
+				  InboxPassPosition *position)
+{
+	Relation	heap;
+	Relation	index;
+	PruneWalk	walk;
+	int64		deleted;
+
+	heap = table_open(objects->table_oid, RowExclusiveLock);
+	index = prune_open_index(heap, objects);
+	if (index == NULL)
+	{
+		table_close(heap, NoLock);
+		return prune_by_statement(objects, now, batch_size, position);
+	}
+
+	prune_check_privilege(heap);
+	prune_walk_begin(&walk, objects, heap, index, now, position);
+	deleted = prune_walk_delete(&walk, batch_size, true);
+	prune_walk_end(&walk);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return deleted;
+}
+
+/*
+ * inbox_prune() returns bigint
+ *		One pruning pass in the current database; returns markers deleted.
+ */
+Datum
+inbox_prune(PG_FUNCTION_ARGS)
+{
+	InboxObjects objects;
+	InboxPassPosition position = {.valid = false};
+	Relation	heap;
+	Relation	index;
+	PruneWalk	walk;
+	int64		deleted;
+
+	PreventCommandIfReadOnly("inbox_prune()");
+	heap = inbox_open_table(RowExclusiveLock, &objects);
+	index = prune_open_index(heap, &objects);
+	if (index == NULL)
+	{
+		table_close(heap, NoLock);
+		PG_RETURN_INT64(inbox_maintenance_pass("inbox_prune()",
+											   inbox_prune_batch));
+	}
+
+	/*
+	 * One walk over every consumer, in the caller's transaction.  No pause:
+	 * the pass is the caller's own work.
+	 */
+	prune_check_privilege(heap);
+	SPI_connect();
+	prune_walk_begin(&walk, &objects, heap, index, GetCurrentTimestamp(),
+					 &position);
+	deleted = prune_walk_delete(&walk, PG_INT64_MAX, false);
+	prune_walk_end(&walk);
+	SPI_finish();
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	PG_RETURN_INT64(deleted);
+}
