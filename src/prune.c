@@ -35,9 +35,9 @@
  * planner could turn into a scan of the whole table.
  *
  * The background worker runs each batch in its own short transaction,
- * pausing for a moment every PRUNE_CHUNK markers so that it never holds a
- * CPU that claimers are waiting for.  inbox_prune() runs a whole pass in
- * the caller's transaction: one walk, without pauses.
+ * pausing for a moment every PRUNE_CHUNK markers so that claimers waiting
+ * for its CPU do not wait long.  inbox_prune() runs the same batches, all
+ * in the caller's transaction, without pauses.
  *
  *-------------------------------------------------------------------------
  */
@@ -79,7 +79,7 @@ PG_FUNCTION_INFO_V1(inbox_prune);
  * sleep after every chunk, the shortest there is (1 microsecond, which
  * Linux stretches to its timer slack, 50 by default), hands them the CPU.
  * The shorter the stretch, the less a claim waits: 100 markers take the
- * walk about 0.1 ms.  Measured side by side (README, Performance, Pruning),
+ * walk about 0.1 ms.  Measured side by side (bench/HISTORY.md, Pruning),
  * the claims' p99 while pruning was 1.24-1.32 times their p99 without with
  * chunks of 100, 1.93-2.62 times with chunks of 500, at 105,000-113,000
  * against 112,000-122,000 markers a second: each pause costs the walk
@@ -87,7 +87,10 @@ PG_FUNCTION_INFO_V1(inbox_prune);
  */
 #define PRUNE_CHUNK 100
 
-/* What a walk reads: the markers of one consumer, one after another. */
+/*
+ * A walk through inbox_prunable: the consumers one after another, and the
+ * markers of each past its retention, in the index's order.
+ */
 typedef struct PruneWalk
 {
 	const InboxObjects *objects;
@@ -363,10 +366,10 @@ prune_is_position_consumer(PruneWalk *walk, text *consumer)
  *
  * The first is the position's consumer, if the position is valid (whether
  * or not it still has markers), or the first there is; then each one after
- * the current, one descent of the index each.  Reading the position's consumer, the scan starts just after
- * the position's marker: a row comparison, an index condition that skips
- * the entries of the markers deleted before, however many tie on
- * processed_at.
+ * the current, one descent of the index each.  Reading the position's
+ * consumer, the scan starts just after the position's marker: a row
+ * comparison, an index condition that skips the entries of the markers
+ * deleted before, however many tie on processed_at.
  */
 static bool
 prune_next_consumer(PruneWalk *walk)
@@ -403,7 +406,9 @@ prune_next_consumer(PruneWalk *walk)
 		{
 			if (prune_slot_is_final(walk))
 			{
-				consumer = DatumGetTextPCopy(walk->slot->tts_values[INBOX_ATT_CONSUMER - 1]);
+				Datum		found = walk->slot->tts_values[INBOX_ATT_CONSUMER - 1];
+
+				consumer = DatumGetTextPCopy(found);
 				break;
 			}
 		}
@@ -495,11 +500,13 @@ prune_walk_next(PruneWalk *walk)
 
 /*
  * prune_delete_marker
- *		Delete one marker version the walk's snapshot saw; false if another
- *		transaction has locked, updated or deleted it since (it is skipped,
- *		without waiting), or this one has.
+ *		Delete one marker version the walk's snapshot saw, without waiting.
+ *
+ * TM_Ok: deleted.  Another transaction has locked, updated or deleted it
+ * since: skipped, for a later pass.  TM_SelfModified: this transaction
+ * deleted it already, in an earlier batch of inbox_prune().
  */
-static bool
+static TM_Result
 prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
 					Snapshot snapshot)
 {
@@ -511,40 +518,80 @@ prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
 	switch (result)
 	{
 		case TM_Ok:
-			return true;
 		case TM_BeingModified:
 		case TM_Updated:
 		case TM_Deleted:
 		case TM_SelfModified:
-			return false;
+			return result;
 		default:
 			elog(ERROR, "unexpected result %d deleting an inbox marker",
 				 (int) result);
 	}
-	return false;				/* keep compiler quiet */
+	return result;				/* keep compiler quiet */
 }
 
 /*
  * prune_walk_delete
- *		Walk at most limit markers, deleting each; returns how many were
- *		deleted.  With pause, a pause follows every PRUNE_CHUNK markers.
+ *		Walk on until limit markers are handled, deleting each; returns how
+ *		many were deleted, and sets *handled.
+ *
+ * A marker is handled when it is deleted, or skipped because another
+ * transaction holds or changed it.  One this transaction deleted before
+ * is not: inbox_prune() runs all its batches in one snapshot, which still
+ * sees those, and a batch that starts over (an invalid position) reads
+ * them again; were they counted, it could read the same ones forever.
+ * With pause, a pause follows every PRUNE_CHUNK markers read.
  */
 static int64
-prune_walk_delete(PruneWalk *walk, int64 limit, bool pause)
+prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
 {
 	CommandId	cid = GetCurrentCommandId(true);
-	int64		seen = 0;
+	int64		read = 0;
 	int64		deleted = 0;
 
-	while (seen < limit && prune_walk_next(walk))
+	*handled = 0;
+	while (*handled < limit && prune_walk_next(walk))
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (prune_delete_marker(walk->heap, &walk->slot->tts_tid, cid,
-								walk->snapshot))
-			deleted++;
-		if (++seen % PRUNE_CHUNK == 0 && pause)
+		switch (prune_delete_marker(walk->heap, &walk->slot->tts_tid, cid,
+									walk->snapshot))
+		{
+			case TM_Ok:
+				deleted++;
+				(*handled)++;
+				break;
+			case TM_SelfModified:
+				break;
+			default:
+				(*handled)++;
+				break;
+		}
+		if (pause && ++read % PRUNE_CHUNK == 0)
 			pg_usleep(1L);
 	}
+	return deleted;
+}
+
+/*
+ * prune_walk_batch
+ *		One batch of a walk: at most batch_size markers handled, from
+ *		position on, moving it; returns the markers deleted, and sets
+ *		*handled.
+ *
+ * The caller has opened heap and index (prune_open_index), checked the
+ * privileges, and has an active snapshot and an SPI connection.
+ */
+static int64
+prune_walk_batch(const InboxObjects *objects, Relation heap, Relation index,
+				 TimestampTz now, int batch_size, InboxPassPosition *position,
+				 bool pause, int64 *handled)
+{
+	PruneWalk	walk;
+	int64		deleted;
+
+	prune_walk_begin(&walk, objects, heap, index, now, position);
+	deleted = prune_walk_delete(&walk, batch_size, pause, handled);
+	prune_walk_end(&walk);
 	return deleted;
 }
 
@@ -688,8 +735,8 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 {
 	Relation	heap;
 	Relation	index;
-	PruneWalk	walk;
 	int64		deleted;
+	int64		handled;
 
 	heap = table_open(objects->table_oid, RowExclusiveLock);
 	index = prune_open_index(heap, objects);
@@ -700,9 +747,8 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 	}
 
 	prune_check_privilege(heap);
-	prune_walk_begin(&walk, objects, heap, index, now, position);
-	deleted = prune_walk_delete(&walk, batch_size, true);
-	prune_walk_end(&walk);
+	deleted = prune_walk_batch(objects, heap, index, now, batch_size,
+							   position, true, &handled);
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
 	return deleted;
@@ -719,8 +765,9 @@ inbox_prune(PG_FUNCTION_ARGS)
 	InboxPassPosition position = {.valid = false};
 	Relation	heap;
 	Relation	index;
-	PruneWalk	walk;
-	int64		deleted;
+	TimestampTz now = GetCurrentTimestamp();
+	int64		deleted = 0;
+	int64		handled;
 
 	PreventCommandIfReadOnly("inbox_prune()");
 	heap = inbox_open_table(RowExclusiveLock, &objects);
@@ -733,15 +780,22 @@ inbox_prune(PG_FUNCTION_ARGS)
 	}
 
 	/*
-	 * One walk over every consumer, in the caller's transaction.  No pause:
-	 * the pass is the caller's own work.
+	 * The worker's batches, in the caller's transaction and without pauses
+	 * (the pass is the caller's own work), each resuming where the last one
+	 * ended: what the worker does between its transactions is what this
+	 * does between batches, where the tests can count it
+	 * (sql/prune_resume.sql).  A batch costs one descent of the index and
+	 * one query per consumer.
 	 */
 	prune_check_privilege(heap);
 	SPI_connect();
-	prune_walk_begin(&walk, &objects, heap, index, GetCurrentTimestamp(),
-					 &position);
-	deleted = prune_walk_delete(&walk, PG_INT64_MAX, false);
-	prune_walk_end(&walk);
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		deleted += prune_walk_batch(&objects, heap, index, now,
+									inbox_batch_size, &position, false,
+									&handled);
+	} while (handled == inbox_batch_size);
 	SPI_finish();
 	index_close(index, NoLock);
 	table_close(heap, NoLock);

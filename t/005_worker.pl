@@ -51,7 +51,9 @@ $node->safe_psql(
 		- substr(message_id, 6)::int * interval '1 second'
 		WHERE message_id LIKE 'old2-%';
 	-- All processed at one instant: the walk prunes a tie that spans
-	-- several batches.
+	-- several batches (that each starts where the last one ended is for
+	-- sql/prune_resume.sql to count: later passes here read again the
+	-- entries of markers pruned before, until they are marked dead).
 	UPDATE inbox SET processed_at = now() - interval '2 hours'
 		WHERE message_id LIKE 'old3-%';
 	SELECT inbox_begin('job-1', 'jobs'), inbox_begin('job-2', 'jobs'), inbox_begin('job-live', 'jobs');
@@ -85,20 +87,6 @@ ok( $node->poll_query_until('app',
 		  FROM inbox_worker_status() WHERE database = 'app'}),
 	'inbox_worker_status reports the passes and their totals')
   or diag $node->safe_psql('app', 'SELECT * FROM inbox_worker_status()');
-# Each batch starts where the last one ended, ties too: the pass reads each
-# marker's entry of inbox_prunable once, 6,500 of them, plus one for each
-# consumer each pass finds (five at most, one pass a second).  A batch that
-# started at the tied processed_at would read again the entries of the tie's
-# markers deleted before it, one that started over every consumer's.  (The
-# statistics count every entry an index scan returns; the worker flushes
-# them when its pass ends.)
-ok( $node->poll_query_until('app',
-		q{SELECT idx_tup_read >= 6500
-		  FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_prunable'}),
-	'the pass\'s reads of inbox_prunable are counted');
-cmp_ok( $node->safe_psql('app',
-		q{SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelname = 'inbox_prunable'}),
-	'<', 7000, 'and each batch of the pass started where the last one ended');
 is($node->safe_psql('app', q{SELECT count(*) FROM inbox_worker_status() WHERE database = 'plain'}),
 	'0', 'a database without the extension is left alone');
 
