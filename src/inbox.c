@@ -30,15 +30,18 @@ int			inbox_retention = 7 * 24 * 60;	/* minutes */
 /*
  * Settings of the maintenance worker.
  *
- * Batches are large and far apart because the claims that run while a
- * batch runs wait longer: with batches of 1000 every 5 ms a few percent of
- * the claims did (the p99), with 10000 every 70 ms fewer than one in a
- * hundred.  Both pruned over 100,000 rows/s.  Measured before a batch
- * paused every PRUNE_CHUNK rows (maintenance.c), which shortened those
- * waits.  README, Performance, Pruning.
+ * Batches are large and apart because the claims that run while a batch
+ * runs wait longer: with batches of 1000 every 5 ms a few percent of the
+ * claims did (the p99), with 10000 every 70 ms fewer than one in a
+ * hundred; measured before a batch paused every PRUNE_CHUNK rows
+ * (prune.c), which shortened those waits.  The pauses cost the walk time,
+ * so 50 ms between batches: with chunks of 50, the claims' p99 ratio while
+ * pruning was as low as with chunks of 100 and 70 ms (1.09x-1.35x against
+ * 1.27x-2.03x, side by side) at 120,000-124,000 rows/s instead of
+ * 103,000-108,000.  README, Performance, Pruning; bench/HISTORY.md.
  */
 #define DEFAULT_BATCH_SIZE	10000
-#define DEFAULT_BATCH_DELAY	70	/* milliseconds */
+#define DEFAULT_BATCH_DELAY	50	/* milliseconds */
 
 int			inbox_naptime = 60;		/* seconds */
 int			inbox_batch_size = DEFAULT_BATCH_SIZE;

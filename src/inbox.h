@@ -7,13 +7,14 @@
  *
  *	inbox.c		module entry point and settings
  *	objects.c	finding the extension's objects and the plans built on them,
- *				cached per backend
+ *				cached per backend; whether they are as inbox.sql made them
  *	validate.c	argument checks shared by every SQL-callable function
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
  *	marker.c	their fast path: markers written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	prune.c		pruning old markers, in batches
- *	maintenance.c	reclaiming dead claims, and a pass of batches of either
+ *	maintenance.c	reclaiming dead claims; a pass of batches, for the SQL
+ *				functions
  *	worker.c	the background worker: a launcher and one worker per database
  *	shmem.c		the worker's last-pass figures in shared memory
  *

@@ -18,6 +18,11 @@
  * re-checks it after taking the table lock, because taking that lock is
  * exactly when pending invalidations are absorbed.
  *
+ * The paths that read and write without SQL (marker.c, prune.c) ask
+ * inbox_table_is_plain and inbox_index_is whether the table and its
+ * indexes are still as inbox.sql created them, and take the SQL way when
+ * they are not.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

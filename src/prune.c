@@ -78,14 +78,16 @@ PG_FUNCTION_INFO_V1(inbox_prune);
  * at times while the other CPU was idle; at nice 19 or SCHED_IDLE too.  A
  * sleep after every chunk, the shortest there is (1 microsecond, which
  * Linux stretches to its timer slack, 50 by default), hands them the CPU.
- * The shorter the stretch, the less a claim waits: 100 markers take the
- * walk about 0.1 ms.  Measured side by side (bench/HISTORY.md, Pruning),
+ * The shorter the stretch, the less a claim waits: 50 markers take the
+ * walk about 0.05 ms.  Measured side by side (bench/HISTORY.md, Pruning),
  * the claims' p99 while pruning was 1.24-1.32 times their p99 without with
- * chunks of 100, 1.93-2.62 times with chunks of 500, at 105,000-113,000
- * against 112,000-122,000 markers a second: each pause costs the walk
- * about 0.1 ms, the claimers' turn.
+ * chunks of 100, 1.93-2.62 times with chunks of 500; chunks of 50, with
+ * inbox.batch_delay at 50 ms to make up for their pauses, 1.09-1.35 times
+ * against 1.27-2.03 for chunks of 100 at 70 ms, at 120,000-124,000 markers
+ * a second against 103,000-108,000.  Each pause costs the walk about
+ * 0.1 ms, the claimers' turn.
  */
-#define PRUNE_CHUNK 100
+#define PRUNE_CHUNK 50
 
 /*
  * A walk through inbox_prunable: the consumers one after another, and the
