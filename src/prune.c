@@ -224,8 +224,8 @@ prune_open_index(Relation heap, const InboxObjects *objects)
 	bool		isnull;
 	oidvector  *indclass;
 
-	if (heap->trigdesc != NULL || heap->rd_rules != NULL ||
-		heap->rd_rel->relrowsecurity ||
+	/* The plain table has no triggers or rules; row security is extra. */
+	if (heap->rd_rel->relrowsecurity ||
 		!OidIsValid(objects->prunable_oid) ||
 		!OidIsValid(objects->processed_oid) ||
 		!OidIsValid(objects->failed_oid) ||
@@ -362,6 +362,25 @@ prune_is_position_consumer(PruneWalk *walk, text *consumer)
 }
 
 /*
+ * prune_position_set_consumer
+ *		Make consumer the position's.  One too long for the position (only a
+ *		hand-inserted marker can have it) leaves the position invalid: the
+ *		next batch then starts over.
+ */
+static void
+prune_position_set_consumer(InboxPassPosition *position, text *consumer)
+{
+	Size		len = VARSIZE_ANY_EXHDR(consumer);
+
+	position->valid = len <= INBOX_CONSUMER_MAX_BYTES;
+	if (position->valid)
+	{
+		SET_VARSIZE(position->consumer.data, VARHDRSZ + len);
+		memcpy(VARDATA(position->consumer.data), VARDATA_ANY(consumer), len);
+	}
+}
+
+/*
  * prune_next_consumer
  *		Move the walk to the next consumer that has final markers, and start
  *		reading its markers past their retention; false when there is none.
@@ -461,8 +480,7 @@ prune_next_consumer(PruneWalk *walk)
  *		move the position to it; false when the walk is done.
  *
  * The walk reads in inbox_prunable's order, so the marker read last is the
- * furthest on.  A consumer too long for the position (only a hand-inserted
- * marker can be) leaves it invalid: the next batch then starts over.
+ * furthest on.
  */
 static bool
 prune_walk_next(PruneWalk *walk)
@@ -479,15 +497,7 @@ prune_walk_next(PruneWalk *walk)
 				continue;
 			if (!walk->position_consumer_set)
 			{
-				Size		len = VARSIZE_ANY_EXHDR(walk->consumer);
-
-				position->valid = len <= INBOX_CONSUMER_MAX_BYTES;
-				if (position->valid)
-				{
-					SET_VARSIZE(position->consumer.data, VARHDRSZ + len);
-					memcpy(VARDATA(position->consumer.data),
-						   VARDATA_ANY(walk->consumer), len);
-				}
+				prune_position_set_consumer(position, walk->consumer);
 				walk->position_consumer_set = true;
 			}
 			position->processed_at =
@@ -657,15 +667,9 @@ prune_advance(InboxPassPosition *position)
 
 	if (!moved)
 		return;
-	position->valid = VARSIZE_ANY_EXHDR(last) <= INBOX_CONSUMER_MAX_BYTES;
-	if (position->valid)
-	{
-		SET_VARSIZE(position->consumer.data, VARHDRSZ + VARSIZE_ANY_EXHDR(last));
-		memcpy(VARDATA(position->consumer.data), VARDATA_ANY(last),
-			   VARSIZE_ANY_EXHDR(last));
-		position->processed_at = last_at;
-		position->id = last_id;
-	}
+	prune_position_set_consumer(position, last);
+	position->processed_at = last_at;
+	position->id = last_id;
 }
 
 /*
