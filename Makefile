@@ -20,6 +20,7 @@ OBJS = \
 	src/claim.o \
 	src/marker.o \
 	src/twophase.o \
+	src/twophase_fast.o \
 	src/prune.o \
 	src/maintenance.o \
 	src/worker.o \
@@ -34,7 +35,8 @@ REGRESS = objects claim claim_many marker claim_errors privileges search_path ca
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
-	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim
+	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
+	twophase-complete-race
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

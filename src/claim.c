@@ -283,7 +283,8 @@ claim_one(text *message_id, text *consumer)
 	MarkerWriter writer;
 
 	heap = claim_open("inbox_claim()", &objects, &index, &probe);
-	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe))
+	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe,
+						   false))
 	{
 		bool		claimed = inbox_marker_claim(&writer, message_id);
 
@@ -430,7 +431,8 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	nids = qunique(ids, nids, sizeof(Datum), compare_ids);
 
 	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
-	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe))
+	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe,
+						   false))
 	{
 		for (int i = 0; i < nids; i++)
 		{

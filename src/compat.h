@@ -16,6 +16,7 @@
 #error "inbox requires PostgreSQL 15 or later"
 #endif
 
+#include "access/tableam.h"
 #include "catalog/pg_database.h"
 
 /*
@@ -40,6 +41,19 @@
 #define inbox_insert_index_tuples(rri, slot, estate, conflict, arbiters) \
 	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
 						  (arbiters))
+#endif
+
+/*
+ * What table_tuple_update says about the new version's index entries
+ * (twophase_fast.c): a bool up to version 15, an enum from 16 on, where
+ * TU_All is the only value that asks for new btree entries.
+ */
+#if PG_VERSION_NUM >= 160000
+typedef TU_UpdateIndexes InboxUpdateIndexes;
+#define inbox_update_needs_btree_entries(u) ((u) == TU_All)
+#else
+typedef bool InboxUpdateIndexes;
+#define inbox_update_needs_btree_entries(u) (u)
 #endif
 
 #endif							/* INBOX_COMPAT_H */

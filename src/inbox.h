@@ -12,6 +12,8 @@
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
  *	marker.c	their fast path: markers written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
+ *	twophase_fast.c	their fast path: a new claim and its completion
+ *				written with the access methods
  *	prune.c		pruning old markers, in batches
  *	maintenance.c	reclaiming dead claims; a pass of batches, for the SQL
  *				functions
@@ -68,6 +70,9 @@
 #define INBOX_KEY_NAME			"inbox_message_id_consumer_key"
 #define INBOX_OPEN_CLAIMS_NAME	"inbox_open_claims"
 #define INBOX_PRUNABLE_NAME		"inbox_prunable"
+#define INBOX_TOKEN_SEQ_NAME	"inbox_token_seq"
+#define INBOX_CONSUMERS_NAME	"inbox_consumers"
+#define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 
 /*
  * The inbox table's columns as inbox.sql creates them: how many, and the
@@ -81,7 +86,14 @@
 #define INBOX_ATT_STATE			4
 #define INBOX_ATT_RECEIVED_AT	5
 #define INBOX_ATT_PROCESSED_AT	6
+#define INBOX_ATT_TOKEN			7
+#define INBOX_ATT_LEASE_UNTIL	8
 #define INBOX_ATT_ATTEMPTS		9
+#define INBOX_ATT_PAYLOAD		11
+
+/* inbox_consumers' columns, likewise (see inbox_consumers_is_plain). */
+#define INBOX_CONSUMERS_NATTS		4
+#define INBOX_CONSUMERS_ATT_LEASE	3
 
 /*
  * Operators for the SQL text the extension runs through SPI.  Qualified,
@@ -113,8 +125,12 @@ typedef struct InboxObjects
 	Oid			state_type_oid; /* the inbox_state enum */
 	Oid			processed_oid;	/* its 'processed' label */
 	Oid			failed_oid;		/* its 'failed' label */
+	Oid			claimed_oid;	/* its 'claimed' label */
 	Oid			open_claims_oid;	/* the table's other indexes */
 	Oid			prunable_oid;
+	Oid			token_sequence_oid; /* inbox_token_seq */
+	Oid			consumers_oid;	/* inbox_consumers */
+	Oid			consumers_key_oid;	/* its primary key */
 	NameData	schema_name;
 	uint64		generation;		/* changes whenever the above are looked up
 								 * again; cached plans compare it */
@@ -132,7 +148,9 @@ typedef struct InboxPlan
 
 /*
  * Writes the markers of one claim call for one consumer through the table
- * and index access methods (marker.c).  Only valid within that call.
+ * and index access methods (marker.c).  Only valid within that call.  The
+ * markers are processed ones (a one-phase claim), or two-phase claims
+ * (inbox_begin of a new message, twophase_fast.c).
  */
 typedef struct MarkerWriter
 {
@@ -140,7 +158,13 @@ typedef struct MarkerWriter
 	Relation	heap;
 	Relation	key_index;
 	text	   *consumer;
-	TimestampTz now;			/* received_at and processed_at */
+	TimestampTz now;			/* received_at; a processed marker's
+								 * processed_at */
+	bool		claimed;		/* two-phase claims, not processed markers */
+	/* a two-phase claim's columns, set before each inbox_marker_claim */
+	TimestampTz lease_until;
+	Datum		payload;		/* jsonb, or (Datum) 0 for NULL */
+	int64		token;			/* drawn for the claim written */
 	/* the probe of the key index */
 	SnapshotData dirty;
 	ScanKeyData keys[2];
@@ -149,7 +173,9 @@ typedef struct MarkerWriter
 	/* set up by the first insert of the call */
 	TupleTableSlot *insert_slot;
 	CommandId	cid;
-	Relation	prunable;		/* NULL: other indexes exist, the executor
+	Relation	state_index;	/* the other index a marker enters, by its
+								 * state: inbox_prunable or inbox_open_claims;
+								 * NULL: other indexes exist, the executor
 								 * inserts the entries, with the state below */
 	EState	   *estate;
 	ResultRelInfo *result_rel;
@@ -216,9 +242,18 @@ extern void inbox_key_scankeys(ScanKeyData *keys, Relation key_index,
 extern bool inbox_marker_begin(MarkerWriter *writer,
 							   const InboxObjects *objects, Relation heap,
 							   Relation key_index, text *consumer,
-							   bool row_security);
+							   bool row_security, bool claimed);
 extern bool inbox_marker_claim(MarkerWriter *writer, text *message_id);
 extern void inbox_marker_end(MarkerWriter *writer);
+
+/* twophase_fast.c */
+extern bool inbox_fast_begin(const InboxObjects *objects, Relation heap,
+							 text *message_id, text *consumer,
+							 Interval *explicit_lease, Datum payload,
+							 int64 *token);
+extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
+								text *message_id, text *consumer, int64 token,
+								bool *completed);
 
 /* prune.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,
@@ -246,6 +281,8 @@ extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
+extern bool inbox_consumers_is_plain(Relation rel);
+extern bool inbox_indexes_are_ours(Relation heap, const InboxObjects *objects);
 extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
 extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									const InboxObjects *objects,

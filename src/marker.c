@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * marker.c
- *	  Writing processed markers through the table and index access methods:
- *	  the fast path of a one-phase claim under READ COMMITTED.
+ *	  Writing markers through the table and index access methods: the fast
+ *	  path of a one-phase claim, and of a two-phase claim of a new message,
+ *	  under READ COMMITTED.
  *
  * Why: a claim of a new message is the product's main cost figure, and the
  * general path (claim.c) pays for an SPI INSERT (plan revalidation, executor
@@ -30,7 +31,9 @@
  * like the raw statement.  When the table has exactly the indexes inbox.sql
  * creates, their entries are formed here from the values we already hold:
  * the key index first (a conflict there makes the other unnecessary), then
- * inbox_prunable; inbox_open_claims does not index processed markers.
+ * the one index the marker's state puts it in: inbox_prunable for a
+ * processed marker, inbox_open_claims for a two-phase claim (each index's
+ * predicate excludes the other's rows).
  * That skips building executor state, index descriptions and the partial
  * indexes' predicates on every call.  Any other index (one a DBA added),
  * or one of ours recreated on other columns, makes us hand the whole tuple
@@ -84,11 +87,12 @@ static bool marker_insert(MarkerWriter *writer, text *message_id);
 bool
 inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 				   Relation heap, Relation key_index, text *consumer,
-				   bool row_security)
+				   bool row_security, bool claimed)
 {
 	if (IsolationUsesXactSnapshot() || row_security ||
 		!OidIsValid(objects->id_sequence_oid) ||
-		!OidIsValid(objects->processed_oid) ||
+		!OidIsValid(claimed ? objects->claimed_oid : objects->processed_oid) ||
+		(claimed && !OidIsValid(objects->token_sequence_oid)) ||
 		!inbox_table_is_plain(heap, objects))
 		return false;
 
@@ -97,6 +101,10 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	writer->key_index = key_index;
 	writer->consumer = consumer;
 	writer->now = GetCurrentTimestamp();
+	writer->claimed = claimed;
+	writer->lease_until = 0;
+	writer->payload = (Datum) 0;
+	writer->token = 0;
 	writer->insert_slot = NULL;
 	writer->estate = NULL;
 
@@ -116,29 +124,19 @@ static void
 marker_prepare_insert(MarkerWriter *writer)
 {
 	const InboxObjects *objects = writer->objects;
-	List	   *indexes = RelationGetIndexList(writer->heap);
-	bool		ours = list_length(indexes) == 3;
-	ListCell   *lc;
 
 	writer->insert_slot = table_slot_create(writer->heap, NULL);
 	writer->cid = GetCurrentCommandId(true);
 
-	foreach(lc, indexes)
-	{
-		Oid			index = lfirst_oid(lc);
-
-		if (index != objects->key_index_oid &&
-			index != objects->open_claims_oid && index != objects->prunable_oid)
-			ours = false;
-	}
-	list_free(indexes);
-
-	if (ours)
+	if (inbox_indexes_are_ours(writer->heap, objects))
 	{
 		static const AttrNumber key_columns[] = {
 			INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
 		static const AttrNumber prunable_columns[] = {
 			INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
+		static const AttrNumber open_claims_columns[] = {
+			INBOX_ATT_CONSUMER, INBOX_ATT_ID};
+		bool		state_index_ok;
 
 		/*
 		 * The entries are formed below from the columns inbox.sql indexes
@@ -146,15 +144,29 @@ marker_prepare_insert(MarkerWriter *writer)
 		 * ignores); an index recreated on other columns takes the
 		 * executor's way.
 		 */
-		writer->prunable = index_open(objects->prunable_oid, RowExclusiveLock);
-		if (inbox_index_is(writer->key_index, lengthof(key_columns), key_columns) &&
-			inbox_index_is(writer->prunable, lengthof(prunable_columns),
-							prunable_columns))
+		if (writer->claimed)
+		{
+			writer->state_index = index_open(objects->open_claims_oid,
+											 RowExclusiveLock);
+			state_index_ok = inbox_index_is(writer->state_index,
+											lengthof(open_claims_columns),
+											open_claims_columns);
+		}
+		else
+		{
+			writer->state_index = index_open(objects->prunable_oid,
+											 RowExclusiveLock);
+			state_index_ok = inbox_index_is(writer->state_index,
+											lengthof(prunable_columns),
+											prunable_columns);
+		}
+		if (state_index_ok &&
+			inbox_index_is(writer->key_index, lengthof(key_columns), key_columns))
 			return;
-		index_close(writer->prunable, NoLock);
+		index_close(writer->state_index, NoLock);
 	}
 
-	writer->prunable = NULL;
+	writer->state_index = NULL;
 	writer->estate = CreateExecutorState();
 	writer->estate->es_output_cid = writer->cid;
 	writer->result_rel = makeNode(ResultRelInfo);
@@ -180,7 +192,7 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
 	bool		isnull[3] = {false, false, false};
 	bool		conflict = false;
 
-	if (writer->prunable == NULL)
+	if (writer->state_index == NULL)
 	{
 		MemoryContext oldcontext;
 
@@ -203,11 +215,19 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
 					  writer->heap, UNIQUE_CHECK_PARTIAL, false, NULL))
 		return false;
 
-	/* A processed marker satisfies inbox_prunable's predicate. */
+	/*
+	 * A processed marker satisfies inbox_prunable's predicate, a claim
+	 * inbox_open_claims'.
+	 */
 	values[0] = PointerGetDatum(writer->consumer);
-	values[1] = TimestampTzGetDatum(writer->now);
-	values[2] = Int64GetDatum(id);
-	index_insert(writer->prunable, values, isnull, &slot->tts_tid,
+	if (writer->claimed)
+		values[1] = Int64GetDatum(id);
+	else
+	{
+		values[1] = TimestampTzGetDatum(writer->now);
+		values[2] = Int64GetDatum(id);
+	}
+	index_insert(writer->state_index, values, isnull, &slot->tts_tid,
 				 writer->heap, UNIQUE_CHECK_NO, false, NULL);
 	return true;
 }
@@ -221,28 +241,48 @@ static bool
 marker_insert(MarkerWriter *writer, text *message_id)
 {
 	TupleTableSlot *slot = writer->insert_slot;
+	const InboxObjects *objects = writer->objects;
 	TransactionId xid = GetCurrentTransactionId();
-	int64		id = nextval_internal(writer->objects->id_sequence_oid, false);
+	int64		id = nextval_internal(objects->id_sequence_oid, false);
+	Datum	   *values = slot->tts_values;
+	bool	   *isnull = slot->tts_isnull;
 	uint32		token;
 	bool		inserted;
 
 	ExecClearTuple(slot);
-	memset(slot->tts_isnull, true, INBOX_NATTS * sizeof(bool));
-	slot->tts_values[INBOX_ATT_ID - 1] = Int64GetDatum(id);
-	slot->tts_values[INBOX_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
-	slot->tts_values[INBOX_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
-	slot->tts_values[INBOX_ATT_STATE - 1] =
-		ObjectIdGetDatum(writer->objects->processed_oid);
-	slot->tts_values[INBOX_ATT_RECEIVED_AT - 1] = TimestampTzGetDatum(writer->now);
-	slot->tts_values[INBOX_ATT_PROCESSED_AT - 1] = TimestampTzGetDatum(writer->now);
-	slot->tts_values[INBOX_ATT_ATTEMPTS - 1] = Int32GetDatum(1);
-	slot->tts_isnull[INBOX_ATT_ID - 1] = false;
-	slot->tts_isnull[INBOX_ATT_MESSAGE_ID - 1] = false;
-	slot->tts_isnull[INBOX_ATT_CONSUMER - 1] = false;
-	slot->tts_isnull[INBOX_ATT_STATE - 1] = false;
-	slot->tts_isnull[INBOX_ATT_RECEIVED_AT - 1] = false;
-	slot->tts_isnull[INBOX_ATT_PROCESSED_AT - 1] = false;
-	slot->tts_isnull[INBOX_ATT_ATTEMPTS - 1] = false;
+	memset(isnull, true, INBOX_NATTS * sizeof(bool));
+	values[INBOX_ATT_ID - 1] = Int64GetDatum(id);
+	values[INBOX_ATT_MESSAGE_ID - 1] = PointerGetDatum(message_id);
+	values[INBOX_ATT_CONSUMER - 1] = PointerGetDatum(writer->consumer);
+	values[INBOX_ATT_RECEIVED_AT - 1] = TimestampTzGetDatum(writer->now);
+	values[INBOX_ATT_ATTEMPTS - 1] = Int32GetDatum(1);
+	isnull[INBOX_ATT_ID - 1] = false;
+	isnull[INBOX_ATT_MESSAGE_ID - 1] = false;
+	isnull[INBOX_ATT_CONSUMER - 1] = false;
+	isnull[INBOX_ATT_STATE - 1] = false;
+	isnull[INBOX_ATT_RECEIVED_AT - 1] = false;
+	isnull[INBOX_ATT_ATTEMPTS - 1] = false;
+	if (writer->claimed)
+	{
+		/*
+		 * A new token for every claim written, as inbox_begin's INSERT
+		 * draws one; nextval checks the caller's USAGE on the sequence.
+		 */
+		writer->token = nextval_internal(objects->token_sequence_oid, true);
+		values[INBOX_ATT_STATE - 1] = ObjectIdGetDatum(objects->claimed_oid);
+		values[INBOX_ATT_TOKEN - 1] = Int64GetDatum(writer->token);
+		values[INBOX_ATT_LEASE_UNTIL - 1] = TimestampTzGetDatum(writer->lease_until);
+		values[INBOX_ATT_PAYLOAD - 1] = writer->payload;
+		isnull[INBOX_ATT_TOKEN - 1] = false;
+		isnull[INBOX_ATT_LEASE_UNTIL - 1] = false;
+		isnull[INBOX_ATT_PAYLOAD - 1] = writer->payload == (Datum) 0;
+	}
+	else
+	{
+		values[INBOX_ATT_STATE - 1] = ObjectIdGetDatum(objects->processed_oid);
+		values[INBOX_ATT_PROCESSED_AT - 1] = TimestampTzGetDatum(writer->now);
+		isnull[INBOX_ATT_PROCESSED_AT - 1] = false;
+	}
 	ExecStoreVirtualTuple(slot);
 
 	/*
@@ -317,8 +357,8 @@ inbox_marker_end(MarkerWriter *writer)
 	if (writer->insert_slot == NULL)
 		return;
 	ExecDropSingleTupleTableSlot(writer->insert_slot);
-	if (writer->prunable != NULL)
-		index_close(writer->prunable, NoLock);
+	if (writer->state_index != NULL)
+		index_close(writer->state_index, NoLock);
 	else
 	{
 		ExecCloseIndices(writer->result_rel);

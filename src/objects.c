@@ -10,18 +10,19 @@
  * table and its unique key index by name in that schema (never through the
  * caller's search_path); later calls reuse the OIDs.
  *
- * Invalidation: a relcache callback marks the cache stale whenever the inbox
- * table's or key index's relcache entry is invalidated (ALTER TABLE, DROP EXTENSION, ALTER
- * EXTENSION ... SET SCHEMA, or a full reset).  The callback only clears a
- * flag: it can run at any lock acquisition, so it must not free anything a
- * caller might be using.  inbox_open_table() re-resolves a stale cache and
- * re-checks it after taking the table lock, because taking that lock is
- * exactly when pending invalidations are absorbed.
+ * Invalidation: a relcache callback marks the cache stale whenever the
+ * relcache entry of the inbox table, its key index or inbox_consumers is
+ * invalidated (ALTER TABLE, DROP EXTENSION, ALTER EXTENSION ... SET SCHEMA,
+ * or a full reset).  The callback only clears a flag: it can run at any
+ * lock acquisition, so it must not free anything a caller might be using.
+ * inbox_open_table() re-resolves a stale cache and re-checks it after
+ * taking the table lock, because taking that lock is exactly when pending
+ * invalidations are absorbed.
  *
- * The paths that read and write without SQL (marker.c, prune.c) ask
- * inbox_table_is_plain and inbox_index_is whether the table and its
- * indexes are still as inbox.sql created them, and take the SQL way when
- * they are not.
+ * The paths that read and write without SQL (marker.c, twophase_fast.c,
+ * prune.c) ask inbox_table_is_plain, inbox_consumers_is_plain and
+ * inbox_index_is whether the tables and their indexes are still as
+ * inbox.sql created them, and take the SQL way when they are not.
  *
  *-------------------------------------------------------------------------
  */
@@ -97,7 +98,8 @@ static void
 objects_invalidate(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == objects_cache.table_oid ||
-		relid == objects_cache.key_index_oid)
+		relid == objects_cache.key_index_oid ||
+		relid == objects_cache.consumers_oid)
 		objects_cache_valid = false;
 }
 
@@ -179,9 +181,17 @@ objects_lookup(void)
 		found.failed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
 										   ObjectIdGetDatum(found.state_type_oid),
 										   CStringGetDatum("failed"));
+		found.claimed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
+											ObjectIdGetDatum(found.state_type_oid),
+											CStringGetDatum("claimed"));
 	}
 	found.open_claims_oid = get_relname_relid(INBOX_OPEN_CLAIMS_NAME, schema);
 	found.prunable_oid = get_relname_relid(INBOX_PRUNABLE_NAME, schema);
+
+	/* And what the two-phase fast path (twophase_fast.c) reads and draws. */
+	found.token_sequence_oid = get_relname_relid(INBOX_TOKEN_SEQ_NAME, schema);
+	found.consumers_oid = get_relname_relid(INBOX_CONSUMERS_NAME, schema);
+	found.consumers_key_oid = get_relname_relid(INBOX_CONSUMERS_KEY_NAME, schema);
 
 	/*
 	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the objects as
@@ -267,6 +277,55 @@ inbox_table_is_plain(Relation heap, const InboxObjects *objects)
 	}
 	return TupleDescAttr(desc, INBOX_ATT_ID - 1)->attidentity ==
 		ATTRIBUTE_IDENTITY_ALWAYS;
+}
+
+/*
+ * inbox_consumers_is_plain
+ *		Is inbox_consumers as inbox.sql created it, so that the two-phase
+ *		fast path may read a consumer's lease from its tuples?  Only the
+ *		columns it reads are checked: its CHECK constraints guard writes.
+ */
+bool
+inbox_consumers_is_plain(Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	Form_pg_attribute consumer = TupleDescAttr(desc, 0);
+	Form_pg_attribute lease;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+		desc->natts != INBOX_CONSUMERS_NATTS)
+		return false;
+	lease = TupleDescAttr(desc, INBOX_CONSUMERS_ATT_LEASE - 1);
+	return !consumer->attisdropped && consumer->atttypid == TEXTOID &&
+		strcmp(NameStr(consumer->attname), "consumer") == 0 &&
+		!lease->attisdropped && lease->atttypid == INTERVALOID &&
+		strcmp(NameStr(lease->attname), "lease") == 0;
+}
+
+/*
+ * inbox_indexes_are_ours
+ *		Has the table exactly the three indexes inbox.sql creates, and no
+ *		other?  The paths that form index entries themselves (marker.c,
+ *		twophase_fast.c) must know every index the table has; they check
+ *		each one's columns with inbox_index_is.
+ */
+bool
+inbox_indexes_are_ours(Relation heap, const InboxObjects *objects)
+{
+	List	   *indexes = RelationGetIndexList(heap);
+	bool		ours = list_length(indexes) == 3;
+	ListCell   *lc;
+
+	foreach(lc, indexes)
+	{
+		Oid			index = lfirst_oid(lc);
+
+		if (index != objects->key_index_oid &&
+			index != objects->open_claims_oid && index != objects->prunable_oid)
+			ours = false;
+	}
+	list_free(indexes);
+	return ours;
 }
 
 /*

@@ -99,26 +99,35 @@ static InboxPlan completed_plan;
 static InboxPlan fail_plan;
 static InboxPlan next_plan;
 
+static Relation twophase_open(const char *caller, InboxObjects *objects);
 static void twophase_start(const char *caller, InboxObjects *objects);
 static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
 								   const char *nulls);
 static Datum default_lease(void);
 
 /*
- * twophase_start
- *		Checks shared by every two-phase call; connects to SPI.
+ * twophase_open
+ *		Checks shared by every two-phase call; opens the table.
  *
  * Resolves the extension's objects (with the table lock a writer takes)
- * so that the plans name the right schema.
+ * so that the plans name the right schema.  The caller closes the table
+ * with NoLock.
+ */
+static Relation
+twophase_open(const char *caller, InboxObjects *objects)
+{
+	PreventCommandIfReadOnly(caller);
+	return inbox_open_table(RowExclusiveLock, objects);
+}
+
+/*
+ * twophase_start
+ *		twophase_open, for a call that only runs SQL; connects to SPI.
  */
 static void
 twophase_start(const char *caller, InboxObjects *objects)
 {
-	Relation	rel;
-
-	PreventCommandIfReadOnly(caller);
-	rel = inbox_open_table(RowExclusiveLock, objects);
-	table_close(rel, NoLock);
+	table_close(twophase_open(caller, objects), NoLock);
 	SPI_connect();
 }
 
@@ -165,14 +174,25 @@ inbox_begin(PG_FUNCTION_ARGS)
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	Interval   *lease = inbox_arg_lease(fcinfo, 2);
+	Datum		payload = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	InboxObjects objects;
+	Relation	heap;
 	SPIPlanPtr	plan;
 	Datum		values[7];
 	char		nulls[7];
 	bool		isnull = true;
 	int64		token = 0;
+	bool		claimed;
 
-	twophase_start("inbox_begin()", &objects);
+	/* A new message: its claim is written without SQL (twophase_fast.c). */
+	heap = twophase_open("inbox_begin()", &objects);
+	claimed = inbox_fast_begin(&objects, heap, message_id, consumer, lease,
+							   payload, &token);
+	table_close(heap, NoLock);
+	if (claimed)
+		PG_RETURN_INT64(token);
+
+	SPI_connect();
 	plan = inbox_plan(&begin_plan, &objects,
 					  "WITH lease_setting AS ("
 					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease),"
@@ -212,7 +232,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[3] = PointerGetDatum(lease);
 	nulls[3] = lease ? ' ' : 'n';
-	values[4] = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	values[4] = payload;
 	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
 	values[5] = default_lease();
 	values[6] = Int32GetDatum(inbox_max_attempts);
@@ -288,11 +308,20 @@ inbox_complete(PG_FUNCTION_ARGS)
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	int64		token = inbox_arg_token(fcinfo, 2);
 	InboxObjects objects;
+	Relation	heap;
 	SPIPlanPtr	plan;
 	Datum		values[4];
 	bool		completed;
+	bool		answered;
 
-	twophase_start("inbox_complete()", &objects);
+	heap = twophase_open("inbox_complete()", &objects);
+	answered = inbox_fast_complete(&objects, heap, message_id, consumer, token,
+								   &completed);
+	table_close(heap, NoLock);
+	if (answered)
+		PG_RETURN_BOOL(completed);
+
+	SPI_connect();
 	plan = inbox_plan(&complete_plan, &objects,
 					  "UPDATE %1$s.inbox"
 					  " SET state = 'processed', processed_at = $4, lease_until = NULL"
