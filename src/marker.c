@@ -10,6 +10,8 @@
  * start-up, a projection) inside a subtransaction, on top of the probe that
  * makes duplicates cheap.  Measured with perf, that overhead kept a claim
  * below the speed of the raw INSERT ... ON CONFLICT DO NOTHING it replaces.
+ * inbox_begin of a new message (twophase_fast.c) writes its claim the same
+ * way, with a claim's columns instead of a processed marker's.
  *
  * How: the same protocol as INSERT ... ON CONFLICT DO NOTHING, written for
  * one known table:
