@@ -52,6 +52,20 @@ char	   *inbox_databases = NULL;
 static void define_settings(void);
 
 /*
+ * inbox_default_lease
+ *		inbox.lease, as the interval a claim gets when neither the call nor
+ *		its consumer's settings give one.
+ */
+Interval *
+inbox_default_lease(void)
+{
+	Interval   *lease = palloc0(sizeof(Interval));
+
+	lease->time = (int64) inbox_lease * USECS_PER_SEC;
+	return lease;
+}
+
+/*
  * _PG_init
  *		Module load callback.
  */

@@ -93,6 +93,7 @@
 
 /* inbox_consumers' columns, likewise (see inbox_consumers_is_plain). */
 #define INBOX_CONSUMERS_NATTS		4
+#define INBOX_CONSUMERS_ATT_CONSUMER 1
 #define INBOX_CONSUMERS_ATT_LEASE	3
 
 /*
@@ -233,6 +234,7 @@ extern int	inbox_batch_size;
 extern int	inbox_lock_timeout;
 extern int	inbox_batch_delay;
 extern char *inbox_databases;
+extern Interval *inbox_default_lease(void);
 
 /* claim.c */
 extern void inbox_key_scankeys(ScanKeyData *keys, Relation key_index,

@@ -289,7 +289,7 @@ bool
 inbox_consumers_is_plain(Relation rel)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
-	Form_pg_attribute consumer = TupleDescAttr(desc, 0);
+	Form_pg_attribute consumer = TupleDescAttr(desc, INBOX_CONSUMERS_ATT_CONSUMER - 1);
 	Form_pg_attribute lease;
 
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||

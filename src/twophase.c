@@ -103,7 +103,6 @@ static Relation twophase_open(const char *caller, InboxObjects *objects);
 static void twophase_start(const char *caller, InboxObjects *objects);
 static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
 								   const char *nulls);
-static Datum default_lease(void);
 
 /*
  * twophase_open
@@ -142,19 +141,6 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "inbox claim update failed");
 	return SPI_processed == 1;
-}
-
-/*
- * default_lease
- *		inbox.lease as an interval datum.
- */
-static Datum
-default_lease(void)
-{
-	Interval   *lease = palloc0(sizeof(Interval));
-
-	lease->time = (int64) inbox_lease * USECS_PER_SEC;
-	return IntervalPGetDatum(lease);
 }
 
 /*
@@ -234,7 +220,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 	nulls[3] = lease ? ' ' : 'n';
 	values[4] = payload;
 	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
-	values[5] = default_lease();
+	values[5] = IntervalPGetDatum(inbox_default_lease());
 	values[6] = Int32GetDatum(inbox_max_attempts);
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
@@ -285,7 +271,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[4] = PointerGetDatum(lease);
 	nulls[4] = lease ? ' ' : 'n';
-	values[5] = default_lease();
+	values[5] = IntervalPGetDatum(inbox_default_lease());
 
 	extended = twophase_changed_claim(plan, values, nulls);
 	SPI_finish();
@@ -471,7 +457,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	values[2] = PointerGetDatum(lease);
 	nulls[2] = lease ? ' ' : 'n';
 	values[3] = Int32GetDatum(max);
-	values[4] = default_lease();
+	values[4] = IntervalPGetDatum(inbox_default_lease());
 	values[5] = Int32GetDatum(inbox_max_attempts);
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
