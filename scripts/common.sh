@@ -115,6 +115,11 @@ stolen_summary() {
 		print " much of it makes a run slower for reasons that have nothing to do with what it measures." }'
 }
 
+# median: the median of the numbers on standard input, one per line (the
+# mean of the middle two when there is an even number of them); for the
+# benchmark runners.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
 # stop_server: stop the server start_server started and remove its data.
 stop_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -m fast -w stop >/dev/null 2>&1 || true
