@@ -33,6 +33,11 @@
  * Every statement reads the consumer's settings (inbox_consumers) with a
  * fallback to the inbox.* settings, passed in as parameters.
  *
+ * Under READ COMMITTED, the commonest calls, a begin of a message that has
+ * no marker and a completion, are written without SQL by twophase_fast.c,
+ * with the same waits and results as their statements below; every other
+ * case, and every call it declines, runs the statement.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
