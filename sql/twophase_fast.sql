@@ -75,6 +75,27 @@ SELECT state, lease_until IS NULL AS lease_ended FROM inbox WHERE message_id = '
 :check_indexes
 DROP INDEX inbox_by_lease;
 
+-- The partial indexes recreated with other predicates: inbox_open_claims
+-- for every row, inbox_prunable for claims too.  The fast paths know which
+-- indexes a row belongs in from the predicates; these no longer say what
+-- they expect, so the entries go through the executor (a claim) or the
+-- statement (a completion), into every index whose predicate admits them.
+DROP INDEX inbox_open_claims;
+CREATE INDEX inbox_open_claims ON inbox (consumer, id);
+DROP INDEX inbox_prunable;
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
+	WITH (deduplicate_items = off) WHERE state IN ('processed', 'failed', 'claimed');
+SELECT inbox_claim('i-1', 'email') AS claimed,
+	   inbox_complete('i-2', 'email', inbox_begin('i-2', 'email')) AS completed,
+	   inbox_begin('i-3', 'email') IS NOT NULL AS begun;
+:check_indexes
+DROP INDEX inbox_open_claims;
+CREATE INDEX inbox_open_claims ON inbox (consumer, id)
+	WHERE state IN ('claimed', 'released');
+DROP INDEX inbox_prunable;
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
+	WITH (deduplicate_items = off) WHERE state IN ('processed', 'failed');
+
 -- Column privileges: the statements accept a role granted only the columns
 -- they use, which the fast path does not check; it leaves them to the
 -- statements, so both paths accept the same roles.

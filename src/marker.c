@@ -143,8 +143,9 @@ marker_prepare_insert(MarkerWriter *writer)
 		/*
 		 * The entries are formed below from the columns inbox.sql indexes
 		 * (index_insert is called without an IndexInfo, which nbtree
-		 * ignores); an index recreated on other columns takes the
-		 * executor's way.
+		 * ignores), in the indexes whose predicates admit the marker's
+		 * state; an index recreated on other columns, or with a predicate
+		 * that does not say so, takes the executor's way.
 		 */
 		if (writer->claimed)
 		{
@@ -163,7 +164,14 @@ marker_prepare_insert(MarkerWriter *writer)
 											prunable_columns);
 		}
 		if (state_index_ok &&
-			inbox_index_is(writer->key_index, lengthof(key_columns), key_columns))
+			inbox_index_is(writer->key_index, lengthof(key_columns), key_columns) &&
+			(writer->claimed ?
+			 inbox_state_is_indexed_in(objects, objects->claimed_oid,
+									   objects->open_claims_oid,
+									   objects->prunable_oid) :
+			 inbox_state_is_indexed_in(objects, objects->processed_oid,
+									   objects->prunable_oid,
+									   objects->open_claims_oid)))
 			return;
 		index_close(writer->state_index, NoLock);
 	}

@@ -39,12 +39,16 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "nodes/makefuncs.h"
+#include "nodes/nodeFuncs.h"
+#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "inbox.h"
 
@@ -73,7 +77,27 @@ static const InboxColumn inbox_columns[INBOX_NATTS] = {
 static InboxObjects objects_cache;
 static bool objects_cache_valid = false;
 
+/*
+ * What index_holds found, per index and state, until the table's
+ * next relcache invalidation (which any change of its indexes sends).
+ */
+typedef struct IndexHolds
+{
+	Oid			index;
+	Oid			state;
+	InboxIndexHolds holds;
+} IndexHolds;
+
+#define INDEX_HOLDS_CACHE_SIZE 8
+static IndexHolds index_holds_cache[INDEX_HOLDS_CACHE_SIZE];
+static int	index_holds_cached = 0;
+
 static void objects_invalidate(Datum arg, Oid relid);
+static InboxIndexHolds index_holds_compute(Oid index_oid,
+										   const InboxObjects *objects,
+										   Oid state);
+static InboxIndexHolds index_holds(Oid index_oid, const InboxObjects *objects,
+								   Oid state);
 static void objects_lookup(void);
 static Oid	objects_extension_schema(void);
 
@@ -100,7 +124,10 @@ objects_invalidate(Datum arg, Oid relid)
 	if (relid == InvalidOid || relid == objects_cache.table_oid ||
 		relid == objects_cache.key_index_oid ||
 		relid == objects_cache.consumers_oid)
+	{
 		objects_cache_valid = false;
+		index_holds_cached = 0;
+	}
 }
 
 /*
@@ -348,6 +375,101 @@ inbox_index_is(Relation index, int natts, const AttrNumber *columns)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * index_holds_compute
+ *		index_holds, worked out from the index's predicate: the
+ *		planner's own proof that "state = label" implies it, or refutes it.
+ */
+static InboxIndexHolds
+index_holds_compute(Oid index_oid, const InboxObjects *objects, Oid state)
+{
+	Relation	index = index_open(index_oid, AccessShareLock);
+	List	   *predicate = RelationGetIndexPredicate(index);
+	InboxIndexHolds holds = INBOX_INDEX_HOLDS_SOME;
+
+	if (predicate == NIL)
+		holds = INBOX_INDEX_HOLDS_ALL;
+	else
+	{
+		TypeCacheEntry *type = lookup_type_cache(objects->state_type_oid,
+												 TYPECACHE_EQ_OPR);
+		Expr	   *clause;
+
+		if (OidIsValid(type->eq_opr))
+		{
+			clause = make_opclause(type->eq_opr, BOOLOID, false,
+								   (Expr *) makeVar(1, INBOX_ATT_STATE,
+													objects->state_type_oid,
+													-1, InvalidOid, 0),
+								   (Expr *) makeConst(objects->state_type_oid,
+													  -1, InvalidOid,
+													  sizeof(Oid),
+													  ObjectIdGetDatum(state),
+													  false, true),
+								   InvalidOid, InvalidOid);
+			set_opfuncid((OpExpr *) clause);
+			if (predicate_implied_by(predicate, list_make1(clause), false))
+				holds = INBOX_INDEX_HOLDS_ALL;
+			else if (predicate_refuted_by(predicate, list_make1(clause), true))
+				holds = INBOX_INDEX_HOLDS_NONE;
+		}
+	}
+	index_close(index, AccessShareLock);
+	return holds;
+}
+
+/*
+ * index_holds
+ *		Does this index of the table hold an entry for every row in this
+ *		state (the key, or a partial index whose predicate it satisfies), for
+ *		none (a partial index whose predicate excludes it), or can we not
+ *		tell?  The paths that write index entries themselves (marker.c,
+ *		twophase_fast.c) skip an index only when it holds none, and write
+ *		one only where it holds all, so that a partial index recreated with
+ *		another predicate sends them to the executor.  The table must be
+ *		locked.
+ *
+ * A predicate cannot change without a new index, and a new index
+ * invalidates the table's relcache entry, which empties the cache.
+ */
+static InboxIndexHolds
+index_holds(Oid index_oid, const InboxObjects *objects, Oid state)
+{
+	InboxIndexHolds holds;
+
+	for (int i = 0; i < index_holds_cached; i++)
+	{
+		if (index_holds_cache[i].index == index_oid &&
+			index_holds_cache[i].state == state)
+			return index_holds_cache[i].holds;
+	}
+
+	holds = index_holds_compute(index_oid, objects, state);
+	if (index_holds_cached < INDEX_HOLDS_CACHE_SIZE)
+	{
+		index_holds_cache[index_holds_cached].index = index_oid;
+		index_holds_cache[index_holds_cached].state = state;
+		index_holds_cache[index_holds_cached].holds = holds;
+		index_holds_cached++;
+	}
+	return holds;
+}
+
+/*
+ * inbox_state_is_indexed_in
+ *		Does a row in this state have entries in the key index and in index,
+ *		and none in other (the table's two partial indexes, one each way)?
+ *		Then the paths that form the entries themselves may write those two.
+ */
+bool
+inbox_state_is_indexed_in(const InboxObjects *objects, Oid state, Oid index,
+						  Oid other)
+{
+	return index_holds(objects->key_index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL &&
+		index_holds(index, objects, state) == INBOX_INDEX_HOLDS_ALL &&
+		index_holds(other, objects, state) == INBOX_INDEX_HOLDS_NONE;
 }
 
 /*

@@ -413,7 +413,10 @@ inbox_fast_complete(const InboxObjects *objects, Relation heap,
 	key_index = index_open(objects->key_index_oid, RowExclusiveLock);
 	prunable = index_open(objects->prunable_oid, RowExclusiveLock);
 	if (!inbox_index_is(key_index, lengthof(key_columns), key_columns) ||
-		!inbox_index_is(prunable, lengthof(prunable_columns), prunable_columns))
+		!inbox_index_is(prunable, lengthof(prunable_columns), prunable_columns) ||
+		!inbox_state_is_indexed_in(objects, objects->processed_oid,
+								   objects->prunable_oid,
+								   objects->open_claims_oid))
 	{
 		index_close(prunable, NoLock);
 		index_close(key_index, NoLock);
