@@ -137,14 +137,6 @@ typedef struct InboxObjects
 								 * again; cached plans compare it */
 } InboxObjects;
 
-/* Which rows in a given state an index of the table holds entries for. */
-typedef enum InboxIndexHolds
-{
-	INBOX_INDEX_HOLDS_ALL,
-	INBOX_INDEX_HOLDS_NONE,
-	INBOX_INDEX_HOLDS_SOME		/* or: cannot tell */
-} InboxIndexHolds;
-
 /*
  * A saved SPI plan, valid for one generation of the extension's objects
  * (their schema is part of the query text).
@@ -292,10 +284,10 @@ extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
 extern bool inbox_consumers_is_plain(Relation rel);
-extern bool inbox_indexes_are_ours(Relation heap, const InboxObjects *objects);
 extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
-extern bool inbox_state_is_indexed_in(const InboxObjects *objects, Oid state,
-									  Oid index, Oid other);
+extern Relation inbox_open_state_index(Relation heap,
+									   const InboxObjects *objects,
+									   Relation key_index, Oid state);
 extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									const InboxObjects *objects,
 									const char *query_format, int nargs,

@@ -130,53 +130,19 @@ marker_prepare_insert(MarkerWriter *writer)
 	writer->insert_slot = table_slot_create(writer->heap, NULL);
 	writer->cid = GetCurrentCommandId(true);
 
-	if (inbox_indexes_are_ours(writer->heap, objects))
-	{
-		static const AttrNumber key_columns[] = {
-			INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
-		static const AttrNumber prunable_columns[] = {
-			INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
-		static const AttrNumber open_claims_columns[] = {
-			INBOX_ATT_CONSUMER, INBOX_ATT_ID};
-		bool		state_index_ok;
+	/*
+	 * The entries are formed below from the columns inbox.sql indexes
+	 * (index_insert is called without an IndexInfo, which nbtree ignores),
+	 * when objects.c finds the indexes as inbox.sql made them; any other
+	 * index, or one of ours changed, takes the executor's way.
+	 */
+	writer->state_index =
+		inbox_open_state_index(writer->heap, objects, writer->key_index,
+							   writer->claimed ? objects->claimed_oid :
+							   objects->processed_oid);
+	if (writer->state_index != NULL)
+		return;
 
-		/*
-		 * The entries are formed below from the columns inbox.sql indexes
-		 * (index_insert is called without an IndexInfo, which nbtree
-		 * ignores), in the indexes whose predicates admit the marker's
-		 * state; an index recreated on other columns, or with a predicate
-		 * that does not say so, takes the executor's way.
-		 */
-		if (writer->claimed)
-		{
-			writer->state_index = index_open(objects->open_claims_oid,
-											 RowExclusiveLock);
-			state_index_ok = inbox_index_is(writer->state_index,
-											lengthof(open_claims_columns),
-											open_claims_columns);
-		}
-		else
-		{
-			writer->state_index = index_open(objects->prunable_oid,
-											 RowExclusiveLock);
-			state_index_ok = inbox_index_is(writer->state_index,
-											lengthof(prunable_columns),
-											prunable_columns);
-		}
-		if (state_index_ok &&
-			inbox_index_is(writer->key_index, lengthof(key_columns), key_columns) &&
-			(writer->claimed ?
-			 inbox_state_is_indexed_in(objects, objects->claimed_oid,
-									   objects->open_claims_oid,
-									   objects->prunable_oid) :
-			 inbox_state_is_indexed_in(objects, objects->processed_oid,
-									   objects->prunable_oid,
-									   objects->open_claims_oid)))
-			return;
-		index_close(writer->state_index, NoLock);
-	}
-
-	writer->state_index = NULL;
 	writer->estate = CreateExecutorState();
 	writer->estate->es_output_cid = writer->cid;
 	writer->result_rel = makeNode(ResultRelInfo);

@@ -77,6 +77,14 @@ static const InboxColumn inbox_columns[INBOX_NATTS] = {
 static InboxObjects objects_cache;
 static bool objects_cache_valid = false;
 
+/* Which rows in a given state an index of the table holds entries for. */
+typedef enum InboxIndexHolds
+{
+	INBOX_INDEX_HOLDS_ALL,
+	INBOX_INDEX_HOLDS_NONE,
+	INBOX_INDEX_HOLDS_SOME		/* or: cannot tell */
+} InboxIndexHolds;
+
 /*
  * What index_holds found, per index and state, until the table's
  * next relcache invalidation (which any change of its indexes sends).
@@ -98,6 +106,7 @@ static InboxIndexHolds index_holds_compute(Oid index_oid,
 										   Oid state);
 static InboxIndexHolds index_holds(Oid index_oid, const InboxObjects *objects,
 								   Oid state);
+static bool indexes_are_ours(Relation heap, const InboxObjects *objects);
 static void objects_lookup(void);
 static Oid	objects_extension_schema(void);
 
@@ -330,14 +339,12 @@ inbox_consumers_is_plain(Relation rel)
 }
 
 /*
- * inbox_indexes_are_ours
+ * indexes_are_ours
  *		Has the table exactly the three indexes inbox.sql creates, and no
- *		other?  The paths that form index entries themselves (marker.c,
- *		twophase_fast.c) must know every index the table has; they check
- *		each one's columns with inbox_index_is.
+ *		other?
  */
-bool
-inbox_indexes_are_ours(Relation heap, const InboxObjects *objects)
+static bool
+indexes_are_ours(Relation heap, const InboxObjects *objects)
 {
 	List	   *indexes = RelationGetIndexList(heap);
 	bool		ours = list_length(indexes) == 3;
@@ -458,18 +465,46 @@ index_holds(Oid index_oid, const InboxObjects *objects, Oid state)
 }
 
 /*
- * inbox_state_is_indexed_in
- *		Does a row in this state have entries in the key index and in index,
- *		and none in other (the table's two partial indexes, one each way)?
- *		Then the paths that form the entries themselves may write those two.
+ * inbox_open_state_index
+ *		For the paths that form a row's index entries themselves (marker.c,
+ *		twophase_fast.c): the index besides the key that a row in this
+ *		state enters, inbox_prunable for a processed one, inbox_open_claims
+ *		for a claim, opened with RowExclusiveLock; NULL when they may not.
+ *
+ * They may when the table has exactly inbox.sql's three indexes, the key
+ * and this one on inbox.sql's columns, and the predicates say that the
+ * row belongs in both and not in the third.  The table must be locked.
  */
-bool
-inbox_state_is_indexed_in(const InboxObjects *objects, Oid state, Oid index,
-						  Oid other)
+Relation
+inbox_open_state_index(Relation heap, const InboxObjects *objects,
+					   Relation key_index, Oid state)
 {
-	return index_holds(objects->key_index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL &&
-		index_holds(index, objects, state) == INBOX_INDEX_HOLDS_ALL &&
-		index_holds(other, objects, state) == INBOX_INDEX_HOLDS_NONE;
+	static const AttrNumber key_columns[] = {
+		INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
+	static const AttrNumber prunable_columns[] = {
+		INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
+	static const AttrNumber open_claims_columns[] = {
+		INBOX_ATT_CONSUMER, INBOX_ATT_ID};
+	bool		processed = state == objects->processed_oid;
+	Oid			index_oid = processed ? objects->prunable_oid : objects->open_claims_oid;
+	Oid			other_oid = processed ? objects->open_claims_oid : objects->prunable_oid;
+	Relation	index;
+
+	Assert(processed || state == objects->claimed_oid);
+	if (!indexes_are_ours(heap, objects))
+		return NULL;
+
+	index = index_open(index_oid, RowExclusiveLock);
+	if (inbox_index_is(key_index, lengthof(key_columns), key_columns) &&
+		(processed ?
+		 inbox_index_is(index, lengthof(prunable_columns), prunable_columns) :
+		 inbox_index_is(index, lengthof(open_claims_columns), open_claims_columns)) &&
+		index_holds(objects->key_index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL &&
+		index_holds(index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL &&
+		index_holds(other_oid, objects, state) == INBOX_INDEX_HOLDS_NONE)
+		return index;
+	index_close(index, NoLock);
+	return NULL;
 }
 
 /*

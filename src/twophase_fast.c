@@ -395,10 +395,6 @@ inbox_fast_complete(const InboxObjects *objects, Relation heap,
 					text *message_id, text *consumer, int64 token,
 					bool *completed)
 {
-	static const AttrNumber key_columns[] = {
-		INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
-	static const AttrNumber prunable_columns[] = {
-		INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
 	Relation	key_index;
 	Relation	prunable;
 	TupleTableSlot *claim;
@@ -406,19 +402,15 @@ inbox_fast_complete(const InboxObjects *objects, Relation heap,
 	Snapshot	snapshot;
 
 	if (!fast_path_applies(objects, heap, ACL_SELECT | ACL_UPDATE) ||
-		!inbox_table_is_plain(heap, objects) ||
-		!inbox_indexes_are_ours(heap, objects))
+		!inbox_table_is_plain(heap, objects))
 		return false;
 
+	/* The processed version's entries go into the key and inbox_prunable. */
 	key_index = index_open(objects->key_index_oid, RowExclusiveLock);
-	prunable = index_open(objects->prunable_oid, RowExclusiveLock);
-	if (!inbox_index_is(key_index, lengthof(key_columns), key_columns) ||
-		!inbox_index_is(prunable, lengthof(prunable_columns), prunable_columns) ||
-		!inbox_state_is_indexed_in(objects, objects->processed_oid,
-								   objects->prunable_oid,
-								   objects->open_claims_oid))
+	prunable = inbox_open_state_index(heap, objects, key_index,
+									  objects->processed_oid);
+	if (prunable == NULL)
 	{
-		index_close(prunable, NoLock);
 		index_close(key_index, NoLock);
 		return false;
 	}
