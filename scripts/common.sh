@@ -93,9 +93,10 @@ start_server() {
 }
 
 # cpu_counters: the machine's CPU time so far (/proc/stat, in ticks): all
-# of it, then the part the hypervisor ran other guests in ("steal").
+# of it, the part the hypervisor ran other guests in ("steal"), and the
+# part no process used (idle and iowait).
 cpu_counters() {
-	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9; exit }' /proc/stat
+	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9, $5 + $6; exit }' /proc/stat
 }
 
 # stolen_since TOTAL STOLEN: the percent of the CPU time since cpu_counters
@@ -105,6 +106,14 @@ cpu_counters() {
 stolen_since() {
 	cpu_counters | awk -v t="$1" -v s="$2" \
 		'{ printf "%.0f", ($1 > t) ? ($2 - s) * 100 / ($1 - t) : 0 }'
+}
+
+# busy_since TOTAL STOLEN IDLE: the percent of the CPU time since
+# cpu_counters printed TOTAL STOLEN IDLE that processes of this machine
+# used (neither idle nor stolen): 100 is every core busy all along.
+busy_since() {
+	cpu_counters | awk -v t="$1" -v s="$2" -v i="$3" \
+		'{ printf "%.0f", ($1 > t) ? 100 - ($2 - s + $3 - i) * 100 / ($1 - t) : 0 }'
 }
 
 # stolen_summary PERCENT...: a sentence for a report on the share of the
