@@ -74,7 +74,12 @@ main(int argc, char **argv)
 		{
 			/* Ahead: sleep until the share catches up (at least 1 us). */
 			double		ahead = burned / share - (now - start);
-			struct timespec pause = {0, ahead > 1e-6 ? (long) (ahead * 1e9) : 1000};
+			struct timespec pause;
+
+			if (ahead < 1e-6)
+				ahead = 1e-6;
+			pause.tv_sec = (time_t) ahead;
+			pause.tv_nsec = (long) ((ahead - pause.tv_sec) * 1e9);
 
 			nanosleep(&pause, NULL);
 		}
