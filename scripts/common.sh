@@ -99,8 +99,8 @@ cpu_counters() {
 	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9, $5 + $6; exit }' /proc/stat
 }
 
-# stolen_since TOTAL STOLEN: the percent of the CPU time since cpu_counters
-# printed TOTAL STOLEN that was stolen.  On a shared virtual machine a run
+# stolen_since TOTAL STOLEN [IDLE]: the percent of the CPU time since
+# cpu_counters printed TOTAL STOLEN IDLE that was stolen.  On a shared virtual machine a run
 # with much stolen time is slower and has longer tails for reasons that
 # have nothing to do with what it measures.
 stolen_since() {
