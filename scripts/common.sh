@@ -100,9 +100,9 @@ cpu_counters() {
 }
 
 # stolen_since TOTAL STOLEN [IDLE]: the percent of the CPU time since
-# cpu_counters printed TOTAL STOLEN IDLE that was stolen.  On a shared virtual machine a run
-# with much stolen time is slower and has longer tails for reasons that
-# have nothing to do with what it measures.
+# cpu_counters printed TOTAL STOLEN IDLE that was stolen.  On a shared
+# virtual machine a run with much stolen time is slower and has longer
+# tails for reasons that have nothing to do with what it measures.
 stolen_since() {
 	cpu_counters | awk -v t="$1" -v s="$2" \
 		'{ printf "%.0f", ($1 > t) ? ($2 - s) * 100 / ($1 - t) : 0 }'
