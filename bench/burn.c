@@ -2,25 +2,35 @@
  * burn.c
  *	  bench/prune's stand-in for a pass that only uses the CPU.
  *
- * burn SHARE SECONDS: for SECONDS, use SHARE (0 to 1) of one CPU and
- * nothing else: no WAL, no shared buffers, no locks, almost no memory.  It
- * computes in stretches of 50 microseconds without a system call, as the
- * worker reads and deletes 50 markers between two of its pauses, and
- * sleeps between stretches for as long as keeps it at SHARE.  Prints on
- * standard output the share of a CPU it did use (its user and system time
- * over its wall time), since the sleeps' cost and the scheduler's delays
- * make that differ a little from SHARE.
+ * burn SHARE SECONDS [MEGABYTES]: for SECONDS, use SHARE (0 to 1) of one
+ * CPU and nothing else: no WAL, no shared buffers, no locks.  It computes
+ * in stretches of 50 microseconds without a system call, as the worker
+ * reads and deletes 50 markers between two of its pauses, and sleeps
+ * between stretches for as long as keeps it at SHARE.  Without MEGABYTES
+ * a stretch touches almost no memory (it reads the clock); with it, a
+ * stretch writes to cache lines of a buffer of that size picked at random,
+ * so that it pushes other processes' data out of the CPU's caches, as a
+ * walk through shared buffers does.  Prints on standard output the share
+ * of a CPU it did use (its user and system time over its wall time), since
+ * the sleeps' cost and the scheduler's delays make that differ a little
+ * from SHARE.
  *
  * With it in place of a pass, bench/prune tells what the worker's CPU
- * alone costs the claimers from what the rest of its work costs them.
+ * alone costs the claimers, and its CPU with that much memory, from what
+ * the rest of its work costs them.
  */
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 #include <sys/resource.h>
 
 /* The length of one stretch of computing, in seconds. */
 #define STRETCH 50e-6
+
+/* A cache line, and how many a stretch touches between two clock reads. */
+#define LINE 64
+#define LINES_PER_CLOCK 64
 
 static double
 seconds_now(void)
@@ -50,14 +60,35 @@ main(int argc, char **argv)
 	double		start;
 	double		now;
 	double		burned = 0;
+	double		setup_cpu;
+	size_t		lines = 0;
+	volatile unsigned char *memory = NULL;
+	uint64_t	random = 88172645463325252ULL;
 
-	if (argc != 3 || (share = atof(argv[1])) <= 0 || share > 1 ||
-		(seconds = atof(argv[2])) <= 0)
+	if (argc < 3 || argc > 4 || (share = atof(argv[1])) <= 0 || share > 1 ||
+		(seconds = atof(argv[2])) <= 0 ||
+		(argc == 4 && atof(argv[3]) <= 0))
 	{
-		fprintf(stderr, "usage: burn SHARE SECONDS (0 < SHARE <= 1, SECONDS > 0)\n");
+		fprintf(stderr, "usage: burn SHARE SECONDS [MEGABYTES] (0 < SHARE <= 1, SECONDS > 0, MEGABYTES > 0)\n");
 		return 2;
 	}
+	if (argc == 4)
+	{
+		lines = (size_t) (atof(argv[3]) * 1024 * 1024 / LINE);
+		if (lines == 0)
+			lines = 1;
+		/* calloc'd pages are mapped on first touch: touch them all now. */
+		memory = calloc(lines, LINE);
+		if (memory == NULL)
+		{
+			fprintf(stderr, "burn: out of memory\n");
+			return 1;
+		}
+		for (size_t i = 0; i < lines; i++)
+			memory[i * LINE] = 1;
+	}
 
+	setup_cpu = cpu_seconds();
 	start = seconds_now();
 	while ((now = seconds_now()) - start < seconds)
 	{
@@ -67,7 +98,16 @@ main(int argc, char **argv)
 			double		until = now + STRETCH;
 
 			while (seconds_now() < until)
-				;
+			{
+				/* A line at random (xorshift64), read and written. */
+				for (int i = 0; memory != NULL && i < LINES_PER_CLOCK; i++)
+				{
+					random ^= random << 13;
+					random ^= random >> 7;
+					random ^= random << 17;
+					memory[(random % lines) * LINE]++;
+				}
+			}
 			burned += STRETCH;
 		}
 		else
@@ -84,6 +124,6 @@ main(int argc, char **argv)
 			nanosleep(&pause, NULL);
 		}
 	}
-	printf("%.3f\n", cpu_seconds() / (seconds_now() - start));
+	printf("%.3f\n", (cpu_seconds() - setup_cpu) / (seconds_now() - start));
 	return 0;
 }
