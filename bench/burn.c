@@ -1,6 +1,7 @@
 /*
  * burn.c
- *	  bench/prune's stand-in for a pass that only uses the CPU.
+ *	  bench/prune's stand-in for a pass that only uses the CPU (and, if
+ *	  asked, the caches).
  *
  * burn SHARE SECONDS [MEGABYTES]: for SECONDS, use SHARE (0 to 1) of one
  * CPU and nothing else: no WAL, no shared buffers, no locks.  It computes
@@ -63,7 +64,7 @@ main(int argc, char **argv)
 	double		setup_cpu;
 	size_t		lines = 0;
 	volatile unsigned char *memory = NULL;
-	uint64_t	random = 88172645463325252ULL;
+	uint64_t	xorshift = 88172645463325252ULL;
 
 	if (argc < 3 || argc > 4 || (share = atof(argv[1])) <= 0 || share > 1 ||
 		(seconds = atof(argv[2])) <= 0 ||
@@ -102,10 +103,10 @@ main(int argc, char **argv)
 				/* A line at random (xorshift64), read and written. */
 				for (int i = 0; memory != NULL && i < LINES_PER_CLOCK; i++)
 				{
-					random ^= random << 13;
-					random ^= random >> 7;
-					random ^= random << 17;
-					memory[(random % lines) * LINE]++;
+					xorshift ^= xorshift << 13;
+					xorshift ^= xorshift >> 7;
+					xorshift ^= xorshift << 17;
+					memory[(xorshift % lines) * LINE]++;
 				}
 			}
 			burned += STRETCH;
