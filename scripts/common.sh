@@ -5,9 +5,11 @@
 # unprivileged user that runs PostgreSQL servers: PostgreSQL refuses to run
 # as root.  Sourced, not run.
 
+# PG_CONFIG may name another installation of the same major (a private
+# copy, so that two checkouts can be tested side by side).
 PG_MAJOR=15
-PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
-PG_CONFIG=$PG_BIN/pg_config
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
+PG_BIN=$(dirname "$PG_CONFIG")
 PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libipc-run-perl"
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
