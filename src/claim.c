@@ -105,7 +105,8 @@ static int	compare_ids(const void *a, const void *b);
  *		apply to every claim.
  *
  * Sets *probe to whether the index may answer for existing markers, which
- * is false when row-level security applies to the caller.  Returns the
+ * is false when row-level security applies to the caller, or when the
+ * index is not ready, valid and live.  Returns the
  * table, locked in RowExclusiveLock like any INSERT's target.
  */
 static Relation
@@ -127,10 +128,16 @@ claim_open(const char *caller, InboxObjects *objects, Relation *index,
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(heap));
 
-	*probe = !(heap->rd_rel->relrowsecurity &&
-			   check_enable_rls(objects->table_oid, InvalidOid, false) == RLS_ENABLED);
-
 	*index = index_open(objects->key_index_oid, RowExclusiveLock);
+
+	/*
+	 * The key index answers for existing markers only when it is complete
+	 * (not being built by REINDEX CONCURRENTLY, say); otherwise the INSERT
+	 * decides alone.
+	 */
+	*probe = inbox_index_is_usable(*index) &&
+		!(heap->rd_rel->relrowsecurity &&
+		  check_enable_rls(objects->table_oid, InvalidOid, false) == RLS_ENABLED);
 	return heap;
 }
 

@@ -48,7 +48,9 @@
  * unique check reports it; claim.c keeps the general path for both.  And
  * only while the table is as inbox.sql created it: no triggers, rules, row
  * security in force, CHECK constraints, or columns added, dropped or
- * changed.  Otherwise the INSERT would do something this file does not (fire
+ * changed; and while the key index is ready, valid and live (the other
+ * index is written here only under the same condition, objects.c).  An
+ * INSERT needs no replica identity, so publications change nothing here.  Otherwise the INSERT would do something this file does not (fire
  * a trigger, apply a default), so claim.c takes the general path, which runs
  * a real INSERT.  Column defaults other than the extension's are not
  * detected: the table belongs to the extension.
@@ -92,6 +94,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 				   bool row_security, bool claimed)
 {
 	if (IsolationUsesXactSnapshot() || row_security ||
+		!inbox_index_is_usable(key_index) ||
 		!OidIsValid(objects->id_sequence_oid) ||
 		!OidIsValid(claimed ? objects->claimed_oid : objects->processed_oid) ||
 		(claimed && !OidIsValid(objects->token_sequence_oid)) ||

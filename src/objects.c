@@ -8,16 +8,29 @@
  * look anything up in the catalogs per call.  The first call in a backend
  * reads the extension's recorded schema from pg_extension and resolves the
  * table and its unique key index by name in that schema (never through the
- * caller's search_path); later calls reuse the OIDs.
+ * caller's search_path); later calls reuse the OIDs.  Every object found
+ * by name must prove it is ours: a table, sequence or type must be a member
+ * of the extension, an index must be an index of the inbox table.
+ *
+ * Trust: the extension runs SQL on these objects as whoever calls it, a
+ * superuser included, and the background worker runs as a superuser.
+ * Whoever owns the schema can rename it and put look-alike objects where
+ * ours were, so the schema must be owned by a superuser, or be owned by
+ * pg_database_owner (public, in PostgreSQL 15) in a database a superuser
+ * owns; otherwise every function refuses to run (objects_check_trusted),
+ * and the worker skips the database.  docs/architecture.md, Security.
  *
  * Invalidation: a relcache callback marks the cache stale whenever the
  * relcache entry of the inbox table, its key index or inbox_consumers is
  * invalidated (ALTER TABLE, DROP EXTENSION, ALTER EXTENSION ... SET SCHEMA,
- * or a full reset).  The callback only clears a flag: it can run at any
- * lock acquisition, so it must not free anything a caller might be using.
- * inbox_open_table() re-resolves a stale cache and re-checks it after
- * taking the table lock, because taking that lock is exactly when pending
- * invalidations are absorbed.
+ * or a full reset); syscache callbacks do when any schema, role or
+ * database changes (a schema rename or new owner sends no relcache
+ * invalidation, and a role may lose its superuser attribute).  The
+ * callbacks only clear a flag: they can run at any lock acquisition, so
+ * they must not free anything a caller might be using.  inbox_open_table()
+ * re-resolves a stale cache and re-checks it after taking the table lock,
+ * because taking that lock is exactly when pending invalidations are
+ * absorbed.
  *
  * The paths that read and write without SQL (marker.c, twophase_fast.c,
  * prune.c) ask inbox_table_is_plain, inbox_consumers_is_plain and
@@ -34,11 +47,15 @@
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
@@ -101,6 +118,12 @@ static IndexHolds index_holds_cache[INDEX_HOLDS_CACHE_SIZE];
 static int	index_holds_cached = 0;
 
 static void objects_invalidate(Datum arg, Oid relid);
+static void objects_invalidate_syscache(Datum arg, int cacheid,
+										uint32 hashvalue);
+static bool objects_equal(const InboxObjects *a, const InboxObjects *b);
+static Oid	index_of_table(const char *name, Oid schema, Oid table);
+static Oid	member_relation(const char *name, Oid schema, Oid extension);
+static bool schema_is_trusted(Oid schema);
 static InboxIndexHolds index_holds_compute(Oid index_oid,
 										   const InboxObjects *objects,
 										   Oid state);
@@ -108,7 +131,7 @@ static InboxIndexHolds index_holds(Oid index_oid, const InboxObjects *objects,
 								   Oid state);
 static bool indexes_are_ours(Relation heap, const InboxObjects *objects);
 static void objects_lookup(void);
-static Oid	objects_extension_schema(void);
+static Oid	objects_extension_schema(Oid *extension);
 
 /*
  * inbox_objects_init
@@ -118,6 +141,25 @@ void
 inbox_objects_init(void)
 {
 	CacheRegisterRelcacheCallback(objects_invalidate, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, objects_invalidate_syscache,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, objects_invalidate_syscache,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(DATABASEOID, objects_invalidate_syscache,
+								  (Datum) 0);
+}
+
+/*
+ * inbox_objects_forget
+ *		Forget the cached objects, so that the next use looks them up anew;
+ *		for the background worker, which carries nothing across its
+ *		transactions.
+ */
+void
+inbox_objects_forget(void)
+{
+	objects_cache_valid = false;
+	index_holds_cached = 0;
 }
 
 /*
@@ -140,14 +182,94 @@ objects_invalidate(Datum arg, Oid relid)
 }
 
 /*
+ * objects_invalidate_syscache
+ *		Syscache callback: a schema, role or database changed (renamed, new
+ *		owner, superuser attribute).  Rare; look everything up again.
+ */
+static void
+objects_invalidate_syscache(Datum arg, int cacheid, uint32 hashvalue)
+{
+	objects_cache_valid = false;
+}
+
+/*
  * objects_extension_schema
- *		The schema recorded for the inbox extension in this database.
+ *		The schema recorded for the inbox extension in this database, and
+ *		the extension's OID.
  *
  * pg_extension has no syscache, so this is an index scan; it runs only when
  * the cache is rebuilt.
  */
 static Oid
-objects_extension_schema(void)
+objects_extension_schema(Oid *extension)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tuple;
+	Oid			schema = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum(INBOX_EXTENSION_NAME));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+		*extension = ((Form_pg_extension) GETSTRUCT(tuple))->oid;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is not installed in this database",
+						INBOX_EXTENSION_NAME),
+				 errhint("Run CREATE EXTENSION %s.", INBOX_EXTENSION_NAME)));
+	return schema;
+}
+
+/*
+ * schema_is_trusted
+ *		Can only a superuser rename this schema, or create and drop objects
+ *		in it as its owner?
+ *
+ * In PostgreSQL 15 public belongs to pg_database_owner, whose only member
+ * is the database's owner: trusted exactly when that owner is a superuser.
+ */
+static bool
+schema_is_trusted(Oid schema)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+
+	tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(schema));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	owner = ((Form_pg_namespace) GETSTRUCT(tuple))->nspowner;
+	ReleaseSysCache(tuple);
+
+	if (owner == ROLE_PG_DATABASE_OWNER)
+	{
+		tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+		if (!HeapTupleIsValid(tuple))
+			return false;
+		owner = ((Form_pg_database) GETSTRUCT(tuple))->datdba;
+		ReleaseSysCache(tuple);
+	}
+	return superuser_arg(owner);
+}
+
+/*
+ * inbox_schema_is_trusted
+ *		Is the extension installed, in a schema only a superuser controls?
+ *		Sets *installed.  For the background worker, which skips a database
+ *		it must not serve instead of failing there.
+ */
+bool
+inbox_schema_is_trusted(bool *installed)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -165,13 +287,72 @@ objects_extension_schema(void)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
-	if (!OidIsValid(schema))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("extension \"%s\" is not installed in this database",
-						INBOX_EXTENSION_NAME),
-				 errhint("Run CREATE EXTENSION %s.", INBOX_EXTENSION_NAME)));
-	return schema;
+	*installed = OidIsValid(schema);
+	return *installed && schema_is_trusted(schema);
+}
+
+/*
+ * index_of_table
+ *		The index of this name in schema, if it is an index of table;
+ *		InvalidOid otherwise.  A name alone proves nothing: an index of
+ *		another table can carry it.
+ */
+static Oid
+index_of_table(const char *name, Oid schema, Oid table)
+{
+	Oid			index = get_relname_relid(name, schema);
+	HeapTuple	tuple;
+	bool		ours;
+
+	if (!OidIsValid(index))
+		return InvalidOid;
+	tuple = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
+	if (!HeapTupleIsValid(tuple))
+		return InvalidOid;
+	ours = ((Form_pg_index) GETSTRUCT(tuple))->indrelid == table;
+	ReleaseSysCache(tuple);
+	return ours ? index : InvalidOid;
+}
+
+/*
+ * member_relation
+ *		The relation of this name in schema, if it is a member of the
+ *		extension; InvalidOid otherwise.
+ */
+static Oid
+member_relation(const char *name, Oid schema, Oid extension)
+{
+	Oid			relation = get_relname_relid(name, schema);
+
+	if (!OidIsValid(relation) ||
+		getExtensionOfObject(RelationRelationId, relation) != extension)
+		return InvalidOid;
+	return relation;
+}
+
+/*
+ * objects_equal
+ *		Do two descriptions name the same objects?  Field by field: a
+ *		struct's padding is not copied by assignment, so memcmp could see
+ *		a difference where there is none.
+ */
+static bool
+objects_equal(const InboxObjects *a, const InboxObjects *b)
+{
+	return a->schema_oid == b->schema_oid &&
+		a->table_oid == b->table_oid &&
+		a->key_index_oid == b->key_index_oid &&
+		a->id_sequence_oid == b->id_sequence_oid &&
+		a->state_type_oid == b->state_type_oid &&
+		a->processed_oid == b->processed_oid &&
+		a->failed_oid == b->failed_oid &&
+		a->claimed_oid == b->claimed_oid &&
+		a->open_claims_oid == b->open_claims_oid &&
+		a->prunable_oid == b->prunable_oid &&
+		a->token_sequence_oid == b->token_sequence_oid &&
+		a->consumers_oid == b->consumers_oid &&
+		a->consumers_key_oid == b->consumers_key_oid &&
+		strcmp(NameStr(a->schema_name), NameStr(b->schema_name)) == 0;
 }
 
 /*
@@ -182,21 +363,33 @@ static void
 objects_lookup(void)
 {
 	static uint64 generation = 0;
-	Oid			schema = objects_extension_schema();
-	Oid			table = get_relname_relid(INBOX_TABLE_NAME, schema);
-	Oid			key_index = get_relname_relid(INBOX_KEY_NAME, schema);
-	InboxObjects found;
+	Oid			extension = InvalidOid;
+	Oid			schema = objects_extension_schema(&extension);
 	char	   *schema_name = get_namespace_name(schema);
+	Oid			table;
+	Oid			key_index;
+	Oid			state_type;
+	InboxObjects found;
 
+	if (!schema_is_trusted(schema))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("extension \"%s\" is installed in schema \"%s\", which a role that is not a superuser controls",
+						INBOX_EXTENSION_NAME, schema_name ? schema_name : "?"),
+				 errdetail("Whoever owns the schema could replace the extension's objects, and have a superuser's session or the maintenance worker use them."),
+				 errhint("Make a superuser the schema's owner with ALTER SCHEMA ... OWNER TO, or install the extension in a schema a superuser owns.")));
+
+	table = member_relation(INBOX_TABLE_NAME, schema, extension);
+	key_index = index_of_table(INBOX_KEY_NAME, schema, table);
 	if (!OidIsValid(table) || !OidIsValid(key_index) || schema_name == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"%s\" is missing its table or key index",
 						INBOX_EXTENSION_NAME),
-				 errdetail("Expected table \"%s\" and index \"%s\" in schema \"%s\".",
+				 errdetail("Expected table \"%s\" and its index \"%s\" in schema \"%s\".",
 						   INBOX_TABLE_NAME, INBOX_KEY_NAME,
 						   schema_name ? schema_name : "?"),
-				 errhint("Recreate the extension with DROP EXTENSION and CREATE EXTENSION.")));
+				 errhint("Give the table's primary key index that name again with ALTER INDEX ... RENAME TO.")));
 
 	memset(&found, 0, sizeof(found));
 	found.schema_oid = schema;
@@ -206,36 +399,40 @@ objects_lookup(void)
 
 	/* What the claims' fast path (marker.c) writes without SQL. */
 	found.id_sequence_oid = getIdentitySequence(table, 1, true);
-	found.state_type_oid = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
-										   CStringGetDatum(INBOX_STATE_TYPE_NAME),
-										   ObjectIdGetDatum(schema));
-	if (OidIsValid(found.state_type_oid))
+	state_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+								 CStringGetDatum(INBOX_STATE_TYPE_NAME),
+								 ObjectIdGetDatum(schema));
+	if (OidIsValid(state_type) &&
+		getExtensionOfObject(TypeRelationId, state_type) == extension)
 	{
+		found.state_type_oid = state_type;
 		found.processed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-											  ObjectIdGetDatum(found.state_type_oid),
+											  ObjectIdGetDatum(state_type),
 											  CStringGetDatum("processed"));
 		found.failed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-										   ObjectIdGetDatum(found.state_type_oid),
+										   ObjectIdGetDatum(state_type),
 										   CStringGetDatum("failed"));
 		found.claimed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-											ObjectIdGetDatum(found.state_type_oid),
+											ObjectIdGetDatum(state_type),
 											CStringGetDatum("claimed"));
 	}
-	found.open_claims_oid = get_relname_relid(INBOX_OPEN_CLAIMS_NAME, schema);
-	found.prunable_oid = get_relname_relid(INBOX_PRUNABLE_NAME, schema);
+	found.open_claims_oid = index_of_table(INBOX_OPEN_CLAIMS_NAME, schema, table);
+	found.prunable_oid = index_of_table(INBOX_PRUNABLE_NAME, schema, table);
 
 	/* And what the two-phase fast path (twophase_fast.c) reads and draws. */
-	found.token_sequence_oid = get_relname_relid(INBOX_TOKEN_SEQ_NAME, schema);
-	found.consumers_oid = get_relname_relid(INBOX_CONSUMERS_NAME, schema);
-	found.consumers_key_oid = get_relname_relid(INBOX_CONSUMERS_KEY_NAME, schema);
+	found.token_sequence_oid = member_relation(INBOX_TOKEN_SEQ_NAME, schema,
+											   extension);
+	found.consumers_oid = member_relation(INBOX_CONSUMERS_NAME, schema,
+										  extension);
+	found.consumers_key_oid = index_of_table(INBOX_CONSUMERS_KEY_NAME, schema,
+											 found.consumers_oid);
 
 	/*
 	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the objects as
 	 * they were; only a real change starts a new generation, so that plans
-	 * built on the old ones are rebuilt.
+	 * built on the old ones (whose text names the schema) are rebuilt.
 	 */
-	found.generation = objects_cache.generation;
-	if (memcmp(&found, &objects_cache, sizeof(found)) != 0)
+	if (!objects_equal(&found, &objects_cache))
 	{
 		found.generation = ++generation;
 		objects_cache = found;
@@ -363,6 +560,24 @@ indexes_are_ours(Relation heap, const InboxObjects *objects)
 }
 
 /*
+ * inbox_index_is_usable
+ *		May a path that reads or writes index entries itself use this
+ *		index?  Only a ready, valid and live one: CREATE INDEX CONCURRENTLY
+ *		and REINDEX CONCURRENTLY create an index that is not yet built, or
+ *		not yet complete, and the executor decides for each state what to
+ *		read and write (ExecOpenIndices, ExecInsertIndexTuples).  A field
+ *		read each: the relcache entry is rebuilt whenever the flags change,
+ *		and absorbing that invalidation is part of opening the index.
+ */
+bool
+inbox_index_is_usable(Relation index)
+{
+	Form_pg_index form = index->rd_index;
+
+	return form->indisvalid && form->indisready && form->indislive;
+}
+
+/*
  * inbox_index_is
  *		Is this a btree index on exactly these columns, in this order, with
  *		no expressions?  The paths that write index entries themselves
@@ -472,8 +687,10 @@ index_holds(Oid index_oid, const InboxObjects *objects, Oid state)
  *		for a claim, opened with RowExclusiveLock; NULL when they may not.
  *
  * They may when the table has exactly inbox.sql's three indexes, the key
- * and this one on inbox.sql's columns, and the predicates say that the
- * row belongs in both and not in the third.  The table must be locked.
+ * and this one ready, valid and live, on inbox.sql's columns, and the
+ * predicates say that the row belongs in both and not in the third (which
+ * is then left alone, in whatever state it is, as the executor would).
+ * The table must be locked.
  */
 Relation
 inbox_open_state_index(Relation heap, const InboxObjects *objects,
@@ -495,7 +712,8 @@ inbox_open_state_index(Relation heap, const InboxObjects *objects,
 		return NULL;
 
 	index = index_open(index_oid, RowExclusiveLock);
-	if (inbox_index_is(key_index, lengthof(key_columns), key_columns) &&
+	if (inbox_index_is_usable(key_index) && inbox_index_is_usable(index) &&
+		inbox_index_is(key_index, lengthof(key_columns), key_columns) &&
 		(processed ?
 		 inbox_index_is(index, lengthof(prunable_columns), prunable_columns) :
 		 inbox_index_is(index, lengthof(open_claims_columns), open_claims_columns)) &&

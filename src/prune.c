@@ -51,6 +51,7 @@
 #include "catalog/pg_index.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -181,12 +182,18 @@ prune_default_retention(Interval *retention)
 
 /*
  * prune_check_privilege
- *		What a DELETE ... WHERE on the table would check.
+ *		What a DELETE ... WHERE on the table would check before it runs,
+ *		whether or not it deletes a row: a transaction that may write
+ *		(ExecCheckXactReadOnly), the privileges (ExecCheckRTPerms), and a
+ *		replica identity if a publication replicates deletes
+ *		(CheckValidResultRel).  The same errors as the statement.
  */
 static void
 prune_check_privilege(Relation rel)
 {
 	AclMode		modes[] = {ACL_SELECT, ACL_DELETE};
+
+	PreventCommandIfReadOnly("DELETE");
 
 	for (int i = 0; i < lengthof(modes); i++)
 	{
@@ -198,6 +205,7 @@ prune_check_privilege(Relation rel)
 			aclcheck_error(aclresult, OBJECT_TABLE,
 						   RelationGetRelationName(rel));
 	}
+	CheckCmdReplicaIdentity(rel, CMD_DELETE);
 }
 
 /*
@@ -207,7 +215,8 @@ prune_check_privilege(Relation rel)
  *
  * The walk deletes as a DELETE would only on the table inbox.sql created,
  * with no triggers, rules or row security; and it relies on the index's
- * order, so the index must be the one inbox.sql created too: valid, a btree
+ * order, so the index must be the one inbox.sql created too: ready, valid
+ * and live (not one CREATE INDEX CONCURRENTLY is still building), a btree
  * on (consumer, processed_at, id) in ascending order, with the default
  * operator classes, consumer in the "C" collation.  Its predicate is not
  * relied on: the walk checks each marker's state itself.
@@ -234,7 +243,7 @@ prune_open_index(Relation heap, const InboxObjects *objects)
 
 	index = index_open(objects->prunable_oid, AccessShareLock);
 	if (!inbox_index_is(index, lengthof(columns), columns) ||
-		!index->rd_index->indisvalid ||
+		!inbox_index_is_usable(index) ||
 		index->rd_indcollation[0] != C_COLLATION_OID)
 	{
 		index_close(index, AccessShareLock);

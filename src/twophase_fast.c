@@ -46,6 +46,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
+#include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -404,6 +405,14 @@ inbox_fast_complete(const InboxObjects *objects, Relation heap,
 	if (!fast_path_applies(objects, heap, ACL_SELECT | ACL_UPDATE) ||
 		!inbox_table_is_plain(heap, objects))
 		return false;
+
+	/*
+	 * What the executor checks of an UPDATE's target before it runs
+	 * (CheckValidResultRel): a table in a publication that replicates
+	 * updates needs a replica identity.  The same error, whether or not a
+	 * row would change.
+	 */
+	CheckCmdReplicaIdentity(heap, CMD_UPDATE);
 
 	/* The processed version's entries go into the key and inbox_prunable. */
 	key_index = index_open(objects->key_index_oid, RowExclusiveLock);
