@@ -98,6 +98,27 @@ COMMENT ON SEQUENCE inbox_token_seq IS 'fencing tokens of two-phase claims';
 -- Per-consumer settings; a NULL column falls back to the inbox.* setting.
 --
 
+-- The rules of inbox_configure (src/configure.c), for the CHECK constraints
+-- below: each part of the interval (months, days, time) zero or positive,
+-- the whole positive, a lease at most 24 hours, a retention at most 100
+-- years.  Pure functions of their argument; PUBLIC may call them, so that
+-- a row written by any role that may write it is checked the same way.
+CREATE FUNCTION inbox_lease_is_valid(lease interval)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_lease_is_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION inbox_lease_is_valid(interval) IS
+'whether an interval is a valid lease: every part zero or positive, the whole positive, at most 24 hours';
+
+CREATE FUNCTION inbox_retention_is_valid(retention interval)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_retention_is_valid'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION inbox_retention_is_valid(interval) IS
+'whether an interval is a valid retention: every part zero or positive, the whole positive, at most 100 years';
+
 CREATE TABLE inbox_consumers (
 	consumer		text COLLATE "C" PRIMARY KEY,
 	retention		interval,
@@ -105,13 +126,14 @@ CREATE TABLE inbox_consumers (
 	max_attempts	integer,
 
 	CONSTRAINT inbox_consumers_consumer_length
-		CHECK (pg_catalog.octet_length(consumer) BETWEEN 1 AND 256),
-	CONSTRAINT inbox_consumers_retention_positive
-		CHECK (retention > interval '0'),
-	CONSTRAINT inbox_consumers_lease_range
-		CHECK (lease > interval '0' AND lease <= interval '24 hours'),
+		CHECK (pg_catalog.octet_length(consumer) OPERATOR(pg_catalog.>=) 1
+			   AND pg_catalog.octet_length(consumer) OPERATOR(pg_catalog.<=) 256),
+	CONSTRAINT inbox_consumers_retention_valid
+		CHECK (@extschema@.inbox_retention_is_valid(retention)),
+	CONSTRAINT inbox_consumers_lease_valid
+		CHECK (@extschema@.inbox_lease_is_valid(lease)),
 	CONSTRAINT inbox_consumers_max_attempts_positive
-		CHECK (max_attempts >= 1)
+		CHECK (max_attempts OPERATOR(pg_catalog.>=) 1)
 );
 SELECT pg_catalog.pg_extension_config_dump('inbox_consumers', '');
 
@@ -207,66 +229,30 @@ CREATE FUNCTION inbox_configure(consumer text,
 								lease interval DEFAULT NULL,
 								max_attempts integer DEFAULT NULL)
 RETURNS inbox_consumers
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-	result @extschema@.inbox_consumers;
-BEGIN
-	IF consumer IS NULL THEN
-		RAISE EXCEPTION 'consumer must not be null' USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	IF consumer = '' THEN
-		RAISE EXCEPTION 'consumer must not be empty' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF octet_length(consumer) > 256 THEN
-		RAISE EXCEPTION 'consumer is too long'
-			USING ERRCODE = 'string_data_right_truncation',
-				  DETAIL = format('It is %s bytes long; the limit is 256 bytes.', octet_length(consumer));
-	END IF;
-	IF retention <= interval '0' THEN
-		RAISE EXCEPTION 'retention must be positive' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF lease <= interval '0' THEN
-		RAISE EXCEPTION 'lease must be positive' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF lease > interval '24 hours' THEN
-		RAISE EXCEPTION 'lease must be at most 24 hours'
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'Renew the lease of a longer job with inbox_extend.';
-	END IF;
-	IF max_attempts < 1 THEN
-		RAISE EXCEPTION 'max_attempts must be at least 1' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-
-	INSERT INTO @extschema@.inbox_consumers AS c (consumer, retention, lease, max_attempts)
-	VALUES (inbox_configure.consumer, inbox_configure.retention,
-			inbox_configure.lease, inbox_configure.max_attempts)
-	ON CONFLICT ON CONSTRAINT inbox_consumers_pkey DO UPDATE
-	SET retention = COALESCE(excluded.retention, c.retention),
-		lease = COALESCE(excluded.lease, c.lease),
-		max_attempts = COALESCE(excluded.max_attempts, c.max_attempts)
-	RETURNING c.* INTO result;
-	RETURN result;
-END
-$$;
+AS 'MODULE_PATHNAME', 'inbox_configure'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION inbox_configure(text, interval, interval, integer) IS
 'sets a consumer''s retention, lease and max_attempts; arguments left out (or NULL) keep their current value';
 
-CREATE VIEW inbox_stats AS
+-- Every operator is pg_catalog's, and every literal typed: an operator
+-- that another role created in this schema before the extension was
+-- installed must not be bound into the view, whose readers include
+-- superusers.  security_invoker: a reader sees the rows row-level security
+-- lets it see, not the view owner's.
+CREATE VIEW inbox_stats WITH (security_invoker = true) AS
 SELECT i.consumer,
-	   count(*) FILTER (WHERE i.state = 'processed') AS processed,
-	   count(*) FILTER (WHERE i.state = 'claimed'
-						AND i.lease_until > pg_catalog.clock_timestamp()) AS in_flight,
-	   count(*) FILTER (WHERE i.state = 'claimed'
-						AND i.lease_until <= pg_catalog.clock_timestamp()) AS expired,
-	   count(*) FILTER (WHERE i.state = 'released') AS released,
-	   count(*) FILTER (WHERE i.state = 'failed') AS failed,
+	   pg_catalog.count(*) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'processed'::@extschema@.inbox_state) AS processed,
+	   pg_catalog.count(*) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'claimed'::@extschema@.inbox_state
+						AND i.lease_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS in_flight,
+	   pg_catalog.count(*) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'claimed'::@extschema@.inbox_state
+						AND i.lease_until OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()) AS expired,
+	   pg_catalog.count(*) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'released'::@extschema@.inbox_state) AS released,
+	   pg_catalog.count(*) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'failed'::@extschema@.inbox_state) AS failed,
 	   pg_catalog.clock_timestamp()
-		 - min(i.received_at) FILTER (WHERE i.state = 'claimed') AS oldest_in_flight_age,
+		 OPERATOR(pg_catalog.-) pg_catalog.min(i.received_at) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'claimed'::@extschema@.inbox_state) AS oldest_in_flight_age,
 	   pg_catalog.clock_timestamp()
-		 - min(i.received_at) FILTER (WHERE i.state = 'released') AS oldest_released_age
+		 OPERATOR(pg_catalog.-) pg_catalog.min(i.received_at) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'released'::@extschema@.inbox_state) AS oldest_released_age
 FROM @extschema@.inbox i
 GROUP BY i.consumer;
 
@@ -297,33 +283,8 @@ COMMENT ON FUNCTION inbox_reclaim() IS
 CREATE FUNCTION inbox_retention_for(lock_timeout interval, max_deliveries integer,
 									message_ttl interval, margin interval)
 RETURNS interval
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-	IF lock_timeout IS NULL OR max_deliveries IS NULL
-	   OR message_ttl IS NULL OR margin IS NULL THEN
-		RAISE EXCEPTION 'arguments of inbox_retention_for must not be null'
-			USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	IF lock_timeout <= interval '0' THEN
-		RAISE EXCEPTION 'lock_timeout must be positive' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF max_deliveries < 1 THEN
-		RAISE EXCEPTION 'max_deliveries must be at least 1' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF message_ttl < interval '0' THEN
-		RAISE EXCEPTION 'message_ttl must not be negative' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	IF margin < interval '0' THEN
-		RAISE EXCEPTION 'margin must not be negative' USING ERRCODE = 'invalid_parameter_value';
-	END IF;
-	-- The broker can redeliver the message until its last delivery's lock
-	-- or visibility timeout runs out, or until it expires unconsumed; a
-	-- replay from a dead-letter queue comes later still, hence the margin.
-	RETURN lock_timeout * max_deliveries + message_ttl + margin;
-END
-$$;
+AS 'MODULE_PATHNAME', 'inbox_retention_for'
+LANGUAGE C IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE;
 
 COMMENT ON FUNCTION inbox_retention_for(interval, integer, interval, interval) IS
 'the smallest safe retention for a broker: lock_timeout x max_deliveries + message_ttl + margin';
@@ -356,5 +317,6 @@ REVOKE ALL ON FUNCTION inbox_prune() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_reclaim() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
+-- The CHECK constraints' functions stay callable by PUBLIC (see above).
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;

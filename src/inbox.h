@@ -53,6 +53,16 @@
  * within one lease.  Keep inbox.sql's CHECK on inbox_consumers in step.
  */
 #define INBOX_LEASE_MAX_SECONDS		(24 * 60 * 60)
+#define INBOX_LEASE_MAX_TEXT		"24 hours"
+
+/*
+ * Longest retention a consumer may have.  Far beyond any broker's
+ * redelivery window, and short enough that now minus it is always a valid
+ * timestamp (a retention of 7000 years once made every pruning pass fail).
+ * Keep inbox.sql's CHECK on inbox_consumers in step.
+ */
+#define INBOX_RETENTION_MAX_SECONDS	((int64) 100 * 12 * 30 * 24 * 60 * 60)
+#define INBOX_RETENTION_MAX_TEXT	"100 years"
 
 /* Most claims one inbox_next call may take. */
 #define INBOX_NEXT_MAX				10000
@@ -302,5 +312,10 @@ extern text *inbox_arg_consumer(FunctionCallInfo fcinfo, int argno);
 extern void inbox_check_message_id(text *message_id, int element);
 extern int64 inbox_arg_token(FunctionCallInfo fcinfo, int argno);
 extern Interval *inbox_arg_lease(FunctionCallInfo fcinfo, int argno);
+extern Interval *inbox_arg_retention(FunctionCallInfo fcinfo, int argno);
+extern const char *inbox_interval_problem(const Interval *value,
+										  int64 max_seconds);
+extern void inbox_check_interval(const Interval *value, const char *what,
+								 int64 max_seconds, const char *max_text);
 
 #endif							/* INBOX_H */

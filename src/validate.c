@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "inbox.h"
@@ -112,35 +113,110 @@ inbox_arg_token(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * inbox_interval_problem
+ *		What is wrong with an interval setting (a lease or a retention),
+ *		or NULL when it is valid: it must be positive, and at most
+ *		max_seconds.
+ *
+ * An interval has three parts, months, days and microseconds, and
+ * PostgreSQL adds each to a timestamp on its own: months move the
+ * calendar month, days the calendar day (23 or 25 hours across a
+ * daylight-saving change), microseconds the clock.  '1 month -29 days'
+ * compares as one day, but added to January 31st it reaches March 3rd
+ * minus 29 days, February 2nd: two days.  So each part must be zero or
+ * positive on its own, and only then is the total meaningful; for the
+ * maximum, a month counts as 30 days and a day as 24 hours, as in
+ * interval comparison.
+ */
+const char *
+inbox_interval_problem(const Interval *value, int64 max_seconds)
+{
+	double		usecs;
+
+	if (value->month < 0 || value->day < 0 || value->time < 0)
+	{
+		if (value->month > 0 || value->day > 0 || value->time > 0)
+			return "mixed";
+		return "negative";
+	}
+	usecs = (double) value->time +
+		(double) value->day * USECS_PER_DAY +
+		(double) value->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (usecs <= 0)
+		return "negative";
+	if (usecs > (double) max_seconds * USECS_PER_SEC)
+		return "long";
+	return NULL;
+}
+
+/*
+ * inbox_check_interval
+ *		Raise the error inbox_interval_problem finds, if any, for the
+ *		setting called what (max_text: its maximum, in words).
+ */
+void
+inbox_check_interval(const Interval *value, const char *what,
+					 int64 max_seconds, const char *max_text)
+{
+	const char *problem = inbox_interval_problem(value, max_seconds);
+	char	   *text;
+
+	if (problem == NULL)
+		return;
+	text = DatumGetCString(DirectFunctionCall1(interval_out,
+											   IntervalPGetDatum(value)));
+	if (strcmp(problem, "mixed") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not mix positive and negative parts", what),
+				 errdetail("It is \"%s\"; its months, days and time are each added to a timestamp on their own.",
+						   text)));
+	if (strcmp(problem, "negative") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what),
+				 errdetail("It is \"%s\".", text)));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s must be at most %s", what, max_text),
+			 errdetail("It is \"%s\".", text),
+			 strcmp(what, "lease") == 0 ?
+			 errhint("Renew the lease of a longer job with inbox_extend.") : 0));
+}
+
+/*
  * inbox_arg_lease
  *		Fetch and check an optional lease argument.
  *
  * Returns NULL when the argument is NULL (omitted): the caller then uses
- * the consumer's configured lease.  A lease must be positive and at most
- * INBOX_LEASE_MAX_SECONDS; months count as 30 days, as in interval
- * comparison.
+ * the consumer's configured lease.
  */
 Interval *
 inbox_arg_lease(FunctionCallInfo fcinfo, int argno)
 {
 	Interval   *lease;
-	double		usecs;
 
 	if (PG_ARGISNULL(argno))
 		return NULL;
 	lease = PG_GETARG_INTERVAL_P(argno);
-	usecs = (double) lease->time +
-		(double) lease->day * USECS_PER_DAY +
-		(double) lease->month * DAYS_PER_MONTH * USECS_PER_DAY;
-
-	if (usecs <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease must be positive")));
-	if (usecs > (double) INBOX_LEASE_MAX_SECONDS * USECS_PER_SEC)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease must be at most %d hours", INBOX_LEASE_MAX_SECONDS / 3600),
-				 errhint("Renew the lease of a longer job with inbox_extend.")));
+	inbox_check_interval(lease, "lease", INBOX_LEASE_MAX_SECONDS,
+						 INBOX_LEASE_MAX_TEXT);
 	return lease;
+}
+
+/*
+ * inbox_arg_retention
+ *		Fetch and check an optional retention argument; NULL if omitted.
+ */
+Interval *
+inbox_arg_retention(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *retention;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	retention = PG_GETARG_INTERVAL_P(argno);
+	inbox_check_interval(retention, "retention", INBOX_RETENTION_MAX_SECONDS,
+						 INBOX_RETENTION_MAX_TEXT);
+	return retention;
 }

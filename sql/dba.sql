@@ -1,0 +1,67 @@
+--
+-- Routine DBA work: publications, read-only transactions, schema renames.
+-- The functions behave as the statements they stand for would.
+--
+CREATE EXTENSION inbox;
+SELECT inbox_claim('m-1', 'credit');
+SELECT inbox_begin('job-1', 'jobs') IS NOT NULL AS begun;
+SELECT inbox_claim('old-' || g, 'credit') FROM generate_series(1, 3) g;
+UPDATE inbox SET processed_at = processed_at - interval '30 days'
+WHERE message_id LIKE 'old-%';
+
+-- A publication that replicates updates and deletes needs a replica
+-- identity.  Without one, a plain DELETE or UPDATE is refused, and so are
+-- the functions that update or delete, with the same error; claims only
+-- insert, which needs none.
+CREATE PUBLICATION inbox_pub FOR TABLE inbox;
+ALTER TABLE inbox REPLICA IDENTITY NOTHING;
+DELETE FROM inbox WHERE message_id = 'nothing';
+UPDATE inbox SET attempts = attempts WHERE message_id = 'nothing';
+SELECT inbox_complete('job-1', 'jobs', (SELECT token FROM inbox WHERE message_id = 'job-1'));
+SELECT inbox_complete('job-1', 'jobs', -1);
+SELECT inbox_prune();
+SELECT inbox_claim('m-2', 'credit');
+SELECT * FROM inbox_claim_many(ARRAY['m-3', 'm-4'], 'credit');
+SELECT count(*) AS old_markers_kept FROM inbox WHERE message_id LIKE 'old-%';
+-- With the replica identity back, both work.
+ALTER TABLE inbox REPLICA IDENTITY DEFAULT;
+SELECT inbox_complete('job-1', 'jobs', (SELECT token FROM inbox WHERE message_id = 'job-1'));
+SELECT inbox_prune();
+DROP PUBLICATION inbox_pub;
+
+-- A read-only transaction refuses every function that writes.
+BEGIN READ ONLY;
+SELECT inbox_claim('m-5', 'credit');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT inbox_prune();
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT inbox_complete('job-1', 'jobs', 1);
+ROLLBACK;
+SET default_transaction_read_only = on;
+SELECT inbox_reclaim();
+RESET default_transaction_read_only;
+
+-- A superuser renames the extension's schema: sessions that used the
+-- extension before keep working, in the schema's new name.
+TRUNCATE inbox;
+DROP EXTENSION inbox;
+CREATE SCHEMA app;
+CREATE EXTENSION inbox SCHEMA app;
+SELECT app.inbox_claim('m-6', 'credit');
+SELECT app.inbox_begin('job-2', 'jobs') IS NOT NULL AS begun;
+SELECT app.inbox_configure('credit', retention => interval '10 days');
+SELECT app.inbox_prune();
+ALTER SCHEMA app RENAME TO app2;
+SELECT app2.inbox_claim('m-7', 'credit');
+SELECT app2.inbox_claim('m-6', 'credit') AS again;
+SELECT app2.inbox_begin('job-3', 'jobs') IS NOT NULL AS begun;
+SELECT app2.inbox_complete('job-2', 'jobs', (SELECT token FROM app2.inbox WHERE message_id = 'job-2'));
+SELECT app2.inbox_configure('credit', retention => interval '20 days');
+SELECT app2.inbox_prune(), app2.inbox_reclaim();
+SELECT message_id, state FROM app2.inbox ORDER BY id;
+
+TRUNCATE app2.inbox;
+DROP EXTENSION inbox;
+DROP SCHEMA app2;
