@@ -219,6 +219,8 @@ typedef struct InboxDatabaseStatus
  */
 typedef struct InboxPassPosition
 {
+	bool		more;			/* the last batch stopped at its limit before
+								 * deleting a full batch: run another */
 	bool		valid;			/* false: start from the first consumer */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
 	int64		id;				/* its id, */

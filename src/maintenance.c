@@ -106,7 +106,7 @@ inbox_maintenance_pass(const char *caller, InboxBatchFunction batch)
 		CHECK_FOR_INTERRUPTS();
 		done = batch(&objects, now, inbox_batch_size, &position);
 		total += done;
-	} while (done == inbox_batch_size);
+	} while (done == inbox_batch_size || position.more);
 	SPI_finish();
 
 	return total;

@@ -108,6 +108,10 @@ typedef struct PruneWalk
 	TupleTableSlot *slot;
 	text	   *consumer;		/* the current consumer; NULL before the
 								 * first */
+	int64		limit;			/* how many markers and consumers the batch
+								 * may handle */
+	int64		handled;		/* how many it has: markers deleted or
+								 * skipped, consumers walked to their end */
 	ScanKeyData consumer_key;
 	ScanKeyData marker_keys[3];
 	ScanKeyData start_keys[2];	/* the members of marker_keys[1] */
@@ -140,7 +144,10 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  * inclusive.  The row comparison is an index condition on inbox_prunable:
  * the scan starts at the position, without reading again the entries of
  * markers the pass deleted, even where thousands tie on processed_at.
- * lock is appended to the innermost SELECT.
+ * A consumer whose retention is not valid (only a row written past the
+ * CHECK constraints can have one) gets no markers pruned, and the others
+ * are pruned as usual (see prune_cutoff).  lock is appended to the
+ * innermost SELECT.
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
@@ -161,9 +168,13 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"  AND ROW(i.processed_at, i.id)" INBOX_GE "ROW(" \
 	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $5 ELSE '-infinity' END," \
 	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $6 ELSE " PRUNE_MIN_ID " END)" \
-	"  AND i.processed_at" INBOX_LT "($1" INBOX_MINUS \
-	"   COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x" \
-	"   WHERE x.consumer" INBOX_EQ "c.consumer), $2))" \
+	"  AND i.processed_at" INBOX_LT "(SELECT CASE" \
+	"   WHEN r.retention IS NULL THEN $1" INBOX_MINUS "$2" \
+	"   WHEN %1$s.inbox_retention_is_valid(r.retention)" \
+	"   THEN $1" INBOX_MINUS "r.retention" \
+	"   ELSE '-infinity'::pg_catalog.timestamptz END" \
+	"   FROM (SELECT (SELECT x.retention FROM %1$s.inbox_consumers x" \
+	"   WHERE x.consumer" INBOX_EQ "c.consumer) AS retention) r)" \
 	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d" \
 	" WHERE c.consumer IS NOT NULL" \
 	" LIMIT $3"
@@ -269,37 +280,54 @@ prune_open_index(Relation heap, const InboxObjects *objects)
  *		The processed_at before which the consumer's markers are past their
  *		retention at now.
  *
- * SQL, once per consumer and batch: the retention is a row of
- * inbox_consumers, and interval arithmetic follows the session's time zone.
+ * The retention is a row of inbox_consumers, read with SQL once per
+ * consumer and batch.  One that is not valid (written past the CHECK
+ * constraints) is that consumer's problem alone: a WARNING names it, and
+ * none of its markers is pruned, rather than the arithmetic failing and
+ * the pass with it, for every consumer.  Interval arithmetic follows the
+ * session's time zone, as in SQL.
  */
 static TimestampTz
 prune_cutoff(const InboxObjects *objects, text *consumer, TimestampTz now)
 {
-	static Oid	argtypes[] = {TIMESTAMPTZOID, TEXTOID, INTERVALOID};
-	Interval	retention;
-	Datum		values[3];
+	static Oid	argtypes[] = {TEXTOID};
+	Interval	default_retention;
+	Interval   *retention = prune_default_retention(&default_retention);
+	Datum		value;
 	SPIPlanPtr	plan;
-	bool		isnull;
-	TimestampTz cutoff;
+	bool		isnull = true;
 
 	plan = inbox_plan(&cutoff_plan, objects,
-					  "SELECT $1" INBOX_MINUS
-					  "COALESCE((SELECT x.retention FROM %1$s.inbox_consumers x"
-					  " WHERE x.consumer" INBOX_EQ "$2), $3)",
-					  3, argtypes);
-	values[0] = TimestampTzGetDatum(now);
-	values[1] = PointerGetDatum(consumer);
-	values[2] = IntervalPGetDatum(prune_default_retention(&retention));
-	if (SPI_execute_plan(plan, values, NULL, true, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
+					  "SELECT x.retention FROM %1$s.inbox_consumers x"
+					  " WHERE x.consumer" INBOX_EQ "$1",
+					  1, argtypes);
+	value = PointerGetDatum(consumer);
+	if (SPI_execute_plan(plan, &value, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "inbox retention query failed");
-	cutoff = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-											   SPI_tuptable->tupdesc, 1,
-											   &isnull));
-	if (isnull)
-		elog(ERROR, "inbox retention query returned NULL");
+	if (SPI_processed == 1)
+		value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+							  1, &isnull);
+	if (!isnull)
+		retention = DatumGetIntervalP(value);
+
+	if (inbox_interval_problem(retention, INBOX_RETENTION_MAX_SECONDS) != NULL)
+	{
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("retention of inbox consumer \"%s\" is not valid; its markers are not pruned",
+						text_to_cstring(consumer)),
+				 errdetail("It is \"%s\".",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(retention)))),
+				 errhint("Set a valid one with inbox_configure.")));
+		SPI_freetuptable(SPI_tuptable);
+		return DT_NOBEGIN;
+	}
+	value = DirectFunctionCall2(timestamptz_mi_interval,
+								TimestampTzGetDatum(now),
+								IntervalPGetDatum(retention));
 	SPI_freetuptable(SPI_tuptable);
-	return cutoff;
+	return DatumGetTimestampTz(value);
 }
 
 /*
@@ -486,10 +514,15 @@ prune_next_consumer(PruneWalk *walk)
 /*
  * prune_walk_next
  *		Read the next marker past its retention into the walk's slot, and
- *		move the position to it; false when the walk is done.
+ *		move the position to it; false when the walk is done, or has
+ *		handled its limit.
  *
  * The walk reads in inbox_prunable's order, so the marker read last is the
- * furthest on.
+ * furthest on.  A consumer walked to its end counts as handled: each costs
+ * an index descent and a query of its retention, and a million consumers
+ * with nothing to prune must not make one batch, and the snapshot it
+ * holds, last for seconds.  A walk that stops there leaves the position
+ * after that consumer's last possible marker, where the next batch goes on.
  */
 static bool
 prune_walk_next(PruneWalk *walk)
@@ -499,6 +532,8 @@ prune_walk_next(PruneWalk *walk)
 
 	for (;;)
 	{
+		if (walk->handled >= walk->limit)
+			return false;
 		while (walk->consumer != NULL &&
 			   index_getnext_slot(walk->markers, ForwardScanDirection, slot))
 		{
@@ -513,6 +548,18 @@ prune_walk_next(PruneWalk *walk)
 				DatumGetTimestampTz(slot->tts_values[INBOX_ATT_PROCESSED_AT - 1]);
 			position->id = DatumGetInt64(slot->tts_values[INBOX_ATT_ID - 1]);
 			return true;
+		}
+		if (walk->consumer != NULL)
+		{
+			if (!walk->position_consumer_set)
+			{
+				prune_position_set_consumer(position, walk->consumer);
+				walk->position_consumer_set = true;
+			}
+			position->processed_at = DT_NOEND;
+			position->id = PG_INT64_MAX;
+			if (++walk->handled >= walk->limit)
+				return false;
 		}
 		if (!prune_next_consumer(walk))
 			return false;
@@ -553,8 +600,9 @@ prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
 
 /*
  * prune_walk_delete
- *		Walk on until limit markers are handled, deleting each; returns how
- *		many were deleted, and sets *handled.
+ *		Walk on until limit markers and consumers are handled (see
+ *		prune_walk_next), deleting each marker; returns how many were
+ *		deleted, and sets *handled.
  *
  * A marker is handled when it is deleted, or skipped because another
  * transaction holds or changed it.  One this transaction deleted before
@@ -570,8 +618,9 @@ prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
 	int64		read = 0;
 	int64		deleted = 0;
 
-	*handled = 0;
-	while (*handled < limit && prune_walk_next(walk))
+	walk->limit = limit;
+	walk->handled = 0;
+	while (prune_walk_next(walk))
 	{
 		CHECK_FOR_INTERRUPTS();
 		switch (prune_delete_marker(walk->heap, &walk->slot->tts_tid, cid,
@@ -579,25 +628,26 @@ prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
 		{
 			case TM_Ok:
 				deleted++;
-				(*handled)++;
+				walk->handled++;
 				break;
 			case TM_SelfModified:
 				break;
 			default:
-				(*handled)++;
+				walk->handled++;
 				break;
 		}
 		if (pause && ++read % PRUNE_CHUNK == 0)
 			pg_usleep(1L);
 	}
+	*handled = walk->handled;
 	return deleted;
 }
 
 /*
  * prune_walk_batch
- *		One batch of a walk: at most batch_size markers handled, from
- *		position on, moving it; returns the markers deleted, and sets
- *		*handled.
+ *		One batch of a walk: at most batch_size markers and consumers
+ *		handled, from position on, moving it; returns the markers deleted,
+ *		and sets *handled and position->more.
  *
  * The caller has opened heap and index (prune_open_index), checked the
  * privileges, and has an active snapshot and an SPI connection.
@@ -613,6 +663,7 @@ prune_walk_batch(const InboxObjects *objects, Relation heap, Relation index,
 	prune_walk_begin(&walk, objects, heap, index, now, position);
 	deleted = prune_walk_delete(&walk, batch_size, pause, handled);
 	prune_walk_end(&walk);
+	position->more = *handled >= batch_size;
 	return deleted;
 }
 
@@ -732,6 +783,7 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 		SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "inbox prune statement failed");
 	prune_advance(position);
+	position->more = false;
 	return (int64) SPI_processed;
 }
 
@@ -810,7 +862,7 @@ inbox_prune(PG_FUNCTION_ARGS)
 		deleted += prune_walk_batch(&objects, heap, index, now,
 									inbox_batch_size, &position, false,
 									&handled);
-	} while (handled == inbox_batch_size);
+	} while (position.more);
 	SPI_finish();
 	index_close(index, NoLock);
 	table_close(heap, NoLock);

@@ -390,7 +390,7 @@ worker_pass(InboxBatchFunction batch, const char *activity)
 		if (done < 0)
 			return total > 0 ? total : -1;
 		total += done;
-		if (done < inbox_batch_size)
+		if (done < inbox_batch_size && !position.more)
 			return total;
 
 		/* Leave room for the database's own work between full batches. */
