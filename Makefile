@@ -18,6 +18,7 @@ OBJS = \
 	src/objects.o \
 	src/validate.o \
 	src/configure.o \
+	src/guard.o \
 	src/claim.o \
 	src/marker.o \
 	src/twophase.o \

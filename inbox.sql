@@ -300,6 +300,28 @@ COMMENT ON FUNCTION inbox_worker_status() IS
 'the maintenance worker''s last pass in each database it served (from shared memory)';
 
 --
+-- Markers are never dropped by accident: DROP EXTENSION inbox (or a DROP
+-- SCHEMA ... CASCADE or DROP OWNED BY that would take it along) is refused
+-- while the table holds markers; TRUNCATE inbox first to drop them on
+-- purpose (src/guard.c).
+--
+
+CREATE FUNCTION inbox_guard_drop()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'inbox_guard_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_guard_drop() IS
+'event trigger: refuses to drop the extension while its table holds markers';
+
+CREATE EVENT TRIGGER inbox_guard_drop ON ddl_command_start
+	WHEN TAG IN ('DROP EXTENSION', 'DROP SCHEMA', 'DROP OWNED')
+	EXECUTE FUNCTION inbox_guard_drop();
+
+COMMENT ON EVENT TRIGGER inbox_guard_drop IS
+'refuses to drop the extension inbox while its table holds markers';
+
+--
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an
 -- application role needs.
 --
@@ -317,6 +339,7 @@ REVOKE ALL ON FUNCTION inbox_prune() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_reclaim() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_guard_drop() FROM PUBLIC;
 -- The CHECK constraints' functions stay callable by PUBLIC (see above).
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;

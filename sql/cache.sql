@@ -8,6 +8,7 @@ SELECT * FROM inbox_claim_many(ARRAY['m-2'], 'credit');
 
 -- Dropped and created again, in another schema: the old OIDs and plans
 -- must not be used.
+TRUNCATE inbox;
 DROP EXTENSION inbox;
 CREATE SCHEMA elsewhere;
 CREATE EXTENSION inbox SCHEMA elsewhere;
@@ -34,6 +35,7 @@ SELECT elsewhere.inbox_claim('m-6', 'credit') AS after_rename_back;
 
 -- Back in the default schema, within the same transaction as the drop.
 BEGIN;
+TRUNCATE elsewhere.inbox;
 DROP EXTENSION inbox;
 CREATE EXTENSION inbox;
 SELECT inbox_claim('m-1', 'credit') AS same_transaction;
@@ -41,5 +43,6 @@ SELECT inbox_claim('m-1', 'credit') AS duplicate;
 COMMIT;
 SELECT message_id FROM inbox ORDER BY id;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;
 DROP SCHEMA elsewhere;

@@ -94,4 +94,5 @@ SELECT inbox_claim('m-1', 'sms');
 DROP INDEX inbox_one_channel_per_message;
 
 DROP TABLE accounts;
+TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -73,4 +73,5 @@ ROLLBACK;
 -- Nothing above wrote a marker except the two at-limit claims.
 SELECT octet_length(message_id), octet_length(consumer) FROM inbox ORDER BY 1, 2;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -51,4 +51,5 @@ SELECT * FROM inbox_claim_many(ARRAY['x1', 'x2'], 'email') ORDER BY 1;
 SELECT * FROM inbox_claim_many(ARRAY['x3', 'x2'], 'sms');
 DROP INDEX inbox_one_channel_per_message;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

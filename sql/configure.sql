@@ -33,4 +33,5 @@ FROM inbox_stats ORDER BY consumer;
 -- Kept by pg_dump with the markers.
 SELECT extconfig::regclass[] FROM pg_extension WHERE extname = 'inbox';
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

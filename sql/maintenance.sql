@@ -184,4 +184,5 @@ BEGIN READ ONLY;
 SELECT inbox_reclaim();
 ROLLBACK;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

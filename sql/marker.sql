@@ -93,4 +93,5 @@ SELECT * FROM check_indexes();
 
 DROP FUNCTION check_indexes();
 DROP EXTENSION amcheck;
+TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -38,4 +38,5 @@ WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'inbox')
 SELECT count(*) AS check_constraints FROM pg_constraint
 WHERE conrelid = 'inbox'::regclass AND contype = 'c';
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -120,6 +120,7 @@ RESET ROLE;
 
 SELECT message_id, consumer FROM inbox WHERE message_id LIKE 'p-%' ORDER BY 1, 2;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;
 DROP ROLE regress_inbox_credit, regress_inbox_email, regress_inbox_app,
 	regress_inbox_nobody, regress_inbox_worker, regress_inbox_maintainer;

@@ -57,4 +57,5 @@ SELECT idx_tup_read - :read_before AS prunable_entries_read FROM pg_stat_user_in
 WHERE indexrelname = 'inbox_prunable';
 SELECT count(*) AS left_behind FROM inbox;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -60,6 +60,7 @@ SET search_path = public;
 SELECT inbox_home.inbox_claim('m-5', 'credit') AS claimed_off_path;
 RESET search_path;
 
+TRUNCATE inbox_home.inbox;
 DROP EXTENSION inbox;
 DROP SCHEMA hostile CASCADE;
 DROP SCHEMA inbox_home;

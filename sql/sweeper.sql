@@ -54,4 +54,5 @@ SELECT count(*) AS exhausted_not_taken FROM inbox_next('audit');
 SELECT consumer, processed, in_flight, expired, released, failed
 FROM inbox_stats ORDER BY consumer;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -154,4 +154,5 @@ SELECT index_scans('inbox_open_claims') - :open_claims_before AS open_claims_sca
 	index_scans('inbox_message_id_consumer_key') - :key_before AS key_scans;
 DROP FUNCTION index_scans(name);
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

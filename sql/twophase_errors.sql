@@ -90,4 +90,5 @@ ROLLBACK;
 SELECT count(*) AS configurations FROM inbox_consumers;
 SELECT message_id, state FROM inbox ORDER BY id;
 
+TRUNCATE inbox;
 DROP EXTENSION inbox;

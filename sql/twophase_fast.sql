@@ -137,4 +137,5 @@ WHERE name = 'CachedPlanSource' AND ident LIKE '%inbox%';
 DROP OWNED BY regress_inbox_columns;
 DROP ROLE regress_inbox_columns;
 DROP EXTENSION amcheck;
+TRUNCATE inbox;
 DROP EXTENSION inbox;

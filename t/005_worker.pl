@@ -171,7 +171,10 @@ ok( $node->poll_query_until('postgres',
 	'the worker is busy pruning');
 my ($ret, $out, $err) = $node->psql('app', q{
 	SET lock_timeout = '20s';
+	BEGIN;
+	TRUNCATE inbox;
 	DROP EXTENSION inbox;
+	COMMIT;
 });
 is($ret, 0, 'DROP EXTENSION completes while the worker is busy') or diag $err;
 ok( $node->poll_query_until('app',
