@@ -56,10 +56,12 @@ server_user() {
 	fi
 }
 
-# as_server_user CMD...: run a command as that user, keeping PATH.
+# as_server_user CMD...: run a command as that user, keeping PATH.  From
+# /, since that user may not be allowed into the current directory (a
+# checkout in a private home directory): pass absolute paths.
 as_server_user() {
 	if is_root; then
-		runuser -u "$(server_user)" -- env PATH="$PG_BIN:$PATH" "$@"
+		(cd / && runuser -u "$(server_user)" -- env PATH="$PG_BIN:$PATH" "$@")
 	else
 		env PATH="$PG_BIN:$PATH" "$@"
 	fi
