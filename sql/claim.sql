@@ -39,6 +39,17 @@ SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
 SELECT inbox_claim('m-3', 'credit') AS new_claim;
 SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS xids_used;
+
+-- Under REPEATABLE READ each new message keeps its subtransaction until
+-- the end of the transaction; the 65th would overflow the backend's cache
+-- of 64 (and slow every snapshot in the cluster), so it is refused.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FILTER (WHERE inbox_claim('sub-' || g, 'credit')) AS claimed
+FROM generate_series(1, 64) g;
+SELECT inbox_claim('sub-1', 'credit') AS duplicate_needs_none;
+SELECT inbox_claim('sub-65', 'credit');
+ROLLBACK;
+
 SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT inbox_claim('m-3-rr', 'credit') AS new_claim_repeatable_read;

@@ -34,6 +34,22 @@ SELECT inbox_claim('m-2', 'credit') AS new_then_duplicate_same_xact;
 SELECT * FROM inbox_claim_many(ARRAY['m-2', 'm-3'], 'credit');
 RESET ROLE;
 
+-- inbox_claim_many needs the key columns' SELECT as well, under every
+-- isolation level alike (its general path returns the ids it inserted).
+CREATE ROLE regress_inbox_insert_only;
+GRANT EXECUTE ON FUNCTION inbox_claim(text, text),
+	inbox_claim_many(text[], text) TO regress_inbox_insert_only;
+GRANT INSERT ON inbox TO regress_inbox_insert_only;
+SET ROLE regress_inbox_insert_only;
+SELECT inbox_claim('m-4', 'credit') AS insert_is_enough;
+SELECT * FROM inbox_claim_many(ARRAY['m-5'], 'credit');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT * FROM inbox_claim_many(ARRAY['m-5'], 'credit');
+ROLLBACK;
+RESET ROLE;
+DROP OWNED BY regress_inbox_insert_only;
+DROP ROLE regress_inbox_insert_only;
+
 -- A two-phase worker role needs (README, "Privileges").
 CREATE ROLE regress_inbox_worker;
 GRANT EXECUTE ON FUNCTION inbox_begin(text, text, interval, jsonb),

@@ -59,6 +59,7 @@
 #include "funcapi.h"
 #include "lib/qunique.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -98,6 +99,7 @@ static bool claim_insert_one(const InboxObjects *objects, text *message_id,
 							 text *consumer);
 static bool claim_one(text *message_id, text *consumer);
 static int	compare_ids(const void *a, const void *b);
+static void claim_many_check_select(Relation heap, const InboxObjects *objects);
 
 /*
  * claim_open
@@ -223,6 +225,23 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 	SPIPlanPtr	plan;
 	Datum		values[3];
 	volatile bool claimed = false;
+
+	/*
+	 * Each subtransaction that inserted stays in this backend's cache of
+	 * subtransaction ids until the top-level transaction ends.  Past
+	 * PGPROC_MAX_CACHED_SUBXIDS the cache overflows, and every snapshot
+	 * taken in the cluster meanwhile must look subtransactions up in
+	 * pg_subtrans: one statement claiming a hundred messages under
+	 * REPEATABLE READ would slow every session down.  Refuse instead.
+	 */
+	if (MyProc->subxidStatus.overflowed ||
+		MyProc->subxidStatus.count >= PGPROC_MAX_CACHED_SUBXIDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many subtransactions in this transaction for another inbox_claim"),
+				 errdetail("Under REPEATABLE READ or SERIALIZABLE, each new message inbox_claim claims keeps a subtransaction until the transaction ends, and this one has %d.",
+						   MyProc->subxidStatus.count),
+				 errhint("Claim a batch with inbox_claim_many, which uses none, or commit more often.")));
 
 	SPI_connect();
 	plan = inbox_plan(&insert_one_plan, objects,
@@ -374,6 +393,29 @@ compare_ids(const void *a, const void *b)
 }
 
 /*
+ * claim_many_check_select
+ *		The SELECT privilege on the key columns that the general path's
+ *		INSERT ... ON CONFLICT ... RETURNING message_id needs, checked on
+ *		every path, so that a role is accepted or refused alike under every
+ *		isolation level (README, Privileges).
+ */
+static void
+claim_many_check_select(Relation heap, const InboxObjects *objects)
+{
+	static const AttrNumber columns[] = {INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
+
+	if (pg_class_aclcheck(objects->table_oid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+		return;
+	for (int i = 0; i < lengthof(columns); i++)
+	{
+		if (pg_attribute_aclcheck(objects->table_oid, columns[i], GetUserId(),
+								  ACL_SELECT) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE,
+						   RelationGetRelationName(heap));
+	}
+}
+
+/*
  * inbox_claim_many(message_ids text[], consumer text) returns setof text
  *
  * Claims a batch and returns the ids this call claimed, in byte order; an
@@ -438,6 +480,7 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	nids = qunique(ids, nids, sizeof(Datum), compare_ids);
 
 	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
+	claim_many_check_select(heap, &objects);
 	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe,
 						   false))
 	{
