@@ -1,0 +1,76 @@
+--
+-- Security: the extension runs only from a schema a superuser controls,
+-- finds its objects by proof of membership rather than by name, and binds
+-- no operator that another role could have planted.
+--
+\set SHOW_CONTEXT never
+CREATE ROLE regress_inbox_schema_owner;
+CREATE ROLE regress_inbox_admin SUPERUSER;
+
+-- A schema a role that is not a superuser owns: whoever owns it could
+-- rename it and put look-alike objects in its place, so every function
+-- refuses to run.
+CREATE SCHEMA owned AUTHORIZATION regress_inbox_schema_owner;
+CREATE EXTENSION inbox SCHEMA owned;
+SELECT owned.inbox_claim('m-1', 'credit');
+SELECT owned.inbox_begin('m-1', 'email');
+SELECT owned.inbox_configure('credit', retention => interval '1 day');
+SELECT owned.inbox_prune();
+-- Handed to a superuser, it works (the change of owner is noticed at once).
+ALTER SCHEMA owned OWNER TO regress_inbox_admin;
+SELECT owned.inbox_claim('m-1', 'credit') AS claimed;
+-- And refused again as soon as that role is no longer a superuser.
+ALTER ROLE regress_inbox_admin NOSUPERUSER;
+SELECT owned.inbox_claim('m-2', 'credit');
+ALTER ROLE regress_inbox_admin SUPERUSER;
+SELECT owned.inbox_claim('m-2', 'credit') AS claimed;
+TRUNCATE owned.inbox;
+DROP EXTENSION inbox;
+DROP SCHEMA owned;
+
+-- An operator planted in the schema before CREATE EXTENSION (by a role
+-- that could create objects there) is not bound into inbox_stats, which
+-- superusers read.
+CREATE SCHEMA trap;
+CREATE FUNCTION trap.hostile_eq(anyenum, text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE NOTICE 'the planted operator ran as %', current_user;
+	RETURN true;
+END
+$$;
+CREATE OPERATOR trap.= (LEFTARG = anyenum, RIGHTARG = text,
+						FUNCTION = trap.hostile_eq);
+CREATE EXTENSION inbox SCHEMA trap;
+SELECT trap.inbox_claim('m-1', 'credit') AS claimed;
+SELECT consumer, processed, in_flight, released, failed FROM trap.inbox_stats;
+SELECT count(*) AS planted_operators_in_view
+FROM pg_depend d JOIN pg_operator o ON o.oid = d.refobjid
+WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_operator'::regclass
+  AND o.oprnamespace = 'trap'::regnamespace;
+TRUNCATE trap.inbox;
+DROP EXTENSION inbox;
+DROP SCHEMA trap CASCADE;
+
+-- An index named inbox_prunable on another table is not taken for the
+-- table's own.  The walk would read the other table's entries and delete
+-- the markers their row pointers name, however recent.
+CREATE EXTENSION inbox;
+SELECT inbox_claim('m-' || g, 'credit') FROM generate_series(1, 5) g;
+ALTER INDEX inbox_prunable RENAME TO inbox_prunable_real;
+CREATE TABLE decoy (consumer text COLLATE "C", processed_at timestamptz, id bigint);
+INSERT INTO decoy SELECT consumer, processed_at - interval '30 days', id FROM inbox;
+CREATE INDEX inbox_prunable ON decoy (consumer, processed_at, id);
+SELECT inbox_prune() AS pruned;
+SELECT count(*) AS markers_kept FROM inbox;
+-- Claims and completions take the executor's way meanwhile.
+SELECT inbox_claim('m-6', 'credit') AS claimed;
+SELECT inbox_complete('j-1', 'jobs', inbox_begin('j-1', 'jobs')) AS completed;
+DROP TABLE decoy;
+ALTER INDEX inbox_prunable_real RENAME TO inbox_prunable;
+SELECT inbox_prune() AS pruned;
+
+TRUNCATE inbox;
+DROP EXTENSION inbox;
+DROP ROLE regress_inbox_schema_owner;
+DROP ROLE regress_inbox_admin;
