@@ -58,9 +58,18 @@ DROP SCHEMA trap CASCADE;
 CREATE EXTENSION inbox;
 SELECT inbox_claim('m-' || g, 'credit') FROM generate_series(1, 5) g;
 ALTER INDEX inbox_prunable RENAME TO inbox_prunable_real;
-CREATE TABLE decoy (consumer text COLLATE "C", processed_at timestamptz, id bigint);
-INSERT INTO decoy SELECT consumer, processed_at - interval '30 days', id FROM inbox;
-CREATE INDEX inbox_prunable ON decoy (consumer, processed_at, id);
+CREATE TABLE decoy (LIKE inbox);
+-- The same rows at the same row pointers, processed a month ago.
+INSERT INTO decoy
+SELECT id, message_id, consumer, state, received_at,
+	   processed_at - interval '30 days', token, lease_until, attempts,
+	   last_error, payload
+FROM inbox ORDER BY ctid;
+SELECT count(*) AS same_row_pointers FROM decoy d JOIN inbox i ON i.ctid = d.ctid;
+CREATE INDEX inbox_prunable ON decoy (consumer, processed_at, id)
+	WHERE state IN ('processed', 'failed');
+-- A new session, which looks the objects up afresh.
+\c -
 SELECT inbox_prune() AS pruned;
 SELECT count(*) AS markers_kept FROM inbox;
 -- Claims and completions take the executor's way meanwhile.
