@@ -51,7 +51,9 @@ my $decoy = q{
 		retention interval, lease interval, max_attempts int);
 	CREATE FUNCTION public.escalate() RETURNS trigger LANGUAGE plpgsql AS $$
 	BEGIN
-		ALTER ROLE mallory SUPERUSER;
+		IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+			ALTER ROLE mallory SUPERUSER;
+		END IF;
 		RETURN NEW;
 	END $$;
 	CREATE TRIGGER escalate BEFORE INSERT OR UPDATE ON public.inbox
