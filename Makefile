@@ -32,7 +32,7 @@ DATA_built = inbox--$(EXTVERSION).sql
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
-REGRESS = objects dba bounds security claim claim_many marker claim_errors privileges search_path cache \
+REGRESS = objects dba bounds security fuzz claim claim_many marker claim_errors privileges search_path cache \
 	twophase twophase_fast sweeper twophase_errors configure maintenance prune_resume
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \

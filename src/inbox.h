@@ -64,6 +64,15 @@
 #define INBOX_RETENTION_MAX_SECONDS	((int64) 100 * 12 * 30 * 24 * 60 * 60)
 #define INBOX_RETENTION_MAX_TEXT	"100 years"
 
+/*
+ * Largest payload inbox_begin keeps (a message body for a sweeper to
+ * retry; a larger one belongs in object storage, with its key here), and
+ * longest last_error inbox_fail keeps (longer ones are cut, at a character
+ * boundary: a failure is always recorded).
+ */
+#define INBOX_PAYLOAD_MAX_BYTES		(1024 * 1024)
+#define INBOX_LAST_ERROR_MAX_BYTES	8192
+
 /* Most claims one inbox_next call may take. */
 #define INBOX_NEXT_MAX				10000
 
@@ -315,6 +324,8 @@ extern void inbox_check_message_id(text *message_id, int element);
 extern int64 inbox_arg_token(FunctionCallInfo fcinfo, int argno);
 extern Interval *inbox_arg_lease(FunctionCallInfo fcinfo, int argno);
 extern Interval *inbox_arg_retention(FunctionCallInfo fcinfo, int argno);
+extern Datum inbox_arg_payload(FunctionCallInfo fcinfo, int argno);
+extern text *inbox_arg_last_error(FunctionCallInfo fcinfo, int argno);
 extern const char *inbox_interval_problem(const Interval *value,
 										  int64 max_seconds);
 extern void inbox_check_interval(const Interval *value, const char *what,

@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -219,4 +220,53 @@ inbox_arg_retention(FunctionCallInfo fcinfo, int argno)
 	inbox_check_interval(retention, "retention", INBOX_RETENTION_MAX_SECONDS,
 						 INBOX_RETENTION_MAX_TEXT);
 	return retention;
+}
+
+/*
+ * inbox_arg_payload
+ *		Fetch and check an optional jsonb payload: (Datum) 0 when NULL.
+ */
+Datum
+inbox_arg_payload(FunctionCallInfo fcinfo, int argno)
+{
+	struct varlena *payload;
+
+	if (PG_ARGISNULL(argno))
+		return (Datum) 0;
+	payload = PG_GETARG_VARLENA_PP(argno);
+	if (VARSIZE_ANY_EXHDR(payload) > INBOX_PAYLOAD_MAX_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload is too large"),
+				 errdetail("It is %zu bytes; the limit is %d bytes.",
+						   VARSIZE_ANY_EXHDR(payload), INBOX_PAYLOAD_MAX_BYTES),
+				 errhint("Keep large message bodies elsewhere and store their key in the payload.")));
+	return PointerGetDatum(payload);
+}
+
+/*
+ * inbox_arg_last_error
+ *		Fetch a failure's description, cut to INBOX_LAST_ERROR_MAX_BYTES at
+ *		a character boundary; never NULL.
+ *
+ * Cut rather than refused: inbox_fail records a failure, and an error here
+ * would leave the claim held until its lease ran out.
+ */
+text *
+inbox_arg_last_error(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *error;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("error must not be null"),
+				 errhint("Describe the failure; it is kept in last_error.")));
+	error = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(error);
+	if (len <= INBOX_LAST_ERROR_MAX_BYTES)
+		return error;
+	len = pg_mbcliplen(VARDATA_ANY(error), len, INBOX_LAST_ERROR_MAX_BYTES);
+	return cstring_to_text_with_len(VARDATA_ANY(error), len);
 }
