@@ -105,6 +105,7 @@ static InboxPlan fail_plan;
 static InboxPlan next_plan;
 
 static Relation twophase_open(const char *caller, InboxObjects *objects);
+static Oid	twophase_token_sequence(const InboxObjects *objects);
 static void twophase_start(const char *caller, InboxObjects *objects);
 static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
 								   const char *nulls);
@@ -122,6 +123,29 @@ twophase_open(const char *caller, InboxObjects *objects)
 {
 	PreventCommandIfReadOnly(caller);
 	return inbox_open_table(RowExclusiveLock, objects);
+}
+
+/*
+ * twophase_token_sequence
+ *		The OID of inbox_token_seq, for the statements that draw tokens.
+ *
+ * The statements take the sequence as a regclass parameter.  Its name,
+ * spliced into nextval's string argument, would be parsed again as SQL:
+ * a schema whose name holds a quote (a rename can give it one) would then
+ * inject code into every call.  Test: sql/schema_quote.sql.
+ */
+static Oid
+twophase_token_sequence(const InboxObjects *objects)
+{
+	if (!OidIsValid(objects->token_sequence_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is missing its token sequence",
+						INBOX_EXTENSION_NAME),
+				 errdetail("Expected sequence \"%s\" in schema \"%s\".",
+						   INBOX_TOKEN_SEQ_NAME,
+						   NameStr(objects->schema_name))));
+	return objects->token_sequence_oid;
 }
 
 /*
@@ -161,7 +185,7 @@ Datum
 inbox_begin(PG_FUNCTION_ARGS)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
-	JSONBOID, INTERVALOID, INT4OID};
+	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID};
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	Interval   *lease = inbox_arg_lease(fcinfo, 2);
@@ -169,8 +193,8 @@ inbox_begin(PG_FUNCTION_ARGS)
 	InboxObjects objects;
 	Relation	heap;
 	SPIPlanPtr	plan;
-	Datum		values[7];
-	char		nulls[7];
+	Datum		values[8];
+	char		nulls[8];
 	bool		isnull = true;
 	int64		token = 0;
 	bool		claimed;
@@ -192,14 +216,13 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  " INSERT INTO %1$s.inbox AS i"
 					  " (message_id, consumer, state, received_at, token,"
 					  "  lease_until, attempts, payload)"
-					  " SELECT $1, $2, 'claimed', $3,"
-					  " pg_catalog.nextval('%1$s.inbox_token_seq'),"
+					  " SELECT $1, $2, 'claimed', $3, pg_catalog.nextval($8),"
 					  " $3" INBOX_PLUS "s.lease, 1, $5 FROM lease_setting s"
 					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
 					  " state = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
 					  " token = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN excluded.token ELSE i.token END,"
+					  "  THEN pg_catalog.nextval($8) ELSE i.token END,"
 					  " lease_until = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN excluded.lease_until END,"
 					  " attempts = CASE WHEN" ATTEMPTS_LEFT
@@ -215,7 +238,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  " WHERE i.state" INBOX_EQ "'released'"
 					  " OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3)"
 					  " RETURNING CASE WHEN i.state" INBOX_EQ "'claimed' THEN i.token END",
-					  7, argtypes);
+					  8, argtypes);
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(message_id);
@@ -227,6 +250,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
 	values[5] = IntervalPGetDatum(inbox_default_lease());
 	values[6] = Int32GetDatum(inbox_max_attempts);
+	values[7] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "inbox_begin statement failed");
@@ -413,15 +437,15 @@ Datum
 inbox_next(PG_FUNCTION_ARGS)
 {
 	static Oid	argtypes[] = {TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID,
-	INTERVALOID, INT4OID};
+	INTERVALOID, INT4OID, REGCLASSOID};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *consumer = inbox_arg_consumer(fcinfo, 0);
 	Interval   *lease = inbox_arg_lease(fcinfo, 1);
 	int32		max;
 	InboxObjects objects;
 	SPIPlanPtr	plan;
-	Datum		values[6];
-	char		nulls[6];
+	Datum		values[7];
+	char		nulls[7];
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -441,7 +465,7 @@ inbox_next(PG_FUNCTION_ARGS)
 					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
 					  " taken AS ("
 					  " UPDATE %1$s.inbox i SET state = 'claimed',"
-					  " token = pg_catalog.nextval('%1$s.inbox_token_seq'),"
+					  " token = pg_catalog.nextval($7),"
 					  " lease_until = $2" INBOX_PLUS "(SELECT lease FROM settings),"
 					  " attempts = i.attempts" INBOX_PLUS "1"
 					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
@@ -454,7 +478,7 @@ inbox_next(PG_FUNCTION_ARGS)
 					  "  FOR UPDATE SKIP LOCKED))"
 					  " RETURNING i.id, i.message_id, i.token, i.attempts, i.payload)"
 					  " SELECT message_id, token, attempts, payload FROM taken ORDER BY id",
-					  6, argtypes);
+					  7, argtypes);
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(consumer);
@@ -464,6 +488,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	values[3] = Int32GetDatum(max);
 	values[4] = IntervalPGetDatum(inbox_default_lease());
 	values[5] = Int32GetDatum(inbox_max_attempts);
+	values[6] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "inbox_next statement failed");
