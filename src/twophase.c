@@ -54,6 +54,7 @@
 #include "inbox.h"
 
 PG_FUNCTION_INFO_V1(inbox_begin);
+PG_FUNCTION_INFO_V1(inbox_begin_outcome);
 PG_FUNCTION_INFO_V1(inbox_extend);
 PG_FUNCTION_INFO_V1(inbox_complete);
 PG_FUNCTION_INFO_V1(inbox_fail);
@@ -97,6 +98,7 @@ PG_FUNCTION_INFO_V1(inbox_next);
 #define ATTEMPTS_LEFT \
 	" i.attempts" INBOX_LT "(SELECT max_attempts FROM attempts_setting) "
 
+static InboxPlan begin_row_plan;
 static InboxPlan begin_plan;
 static InboxPlan extend_plan;
 static InboxPlan complete_plan;
@@ -173,16 +175,103 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 }
 
 /*
- * inbox_begin(message_id text, consumer text, lease interval, payload jsonb)
- *		returns bigint
- *
- * A new token when the message is new, released, or held by a claim whose
- * lease expired (a takeover: attempts + 1, the old token dead); NULL when
- * it is processed, failed, or held by a live claim.  An expired claim that
- * has used up its attempts is marked failed instead, and NULL returned.
+ * What a begin found, and what the consumer should do about it.  Every
+ * answer comes from one version of the row: the one the statement that
+ * decided held locked, or a final state (processed, failed) that no claim
+ * leaves again.  See inbox_begin_outcome.
  */
-Datum
-inbox_begin(PG_FUNCTION_ARGS)
+typedef enum TwophaseOutcome
+{
+	OUTCOME_CLAIMED,			/* this call holds the first attempt */
+	OUTCOME_TAKEN_OVER,			/* this call holds a later attempt */
+	OUTCOME_PROCESSED,			/* done: ack */
+	OUTCOME_FAILED,				/* attempts used up: ack, and report */
+	OUTCOME_BUSY				/* a live claim holds it: try again later */
+} TwophaseOutcome;
+
+/* The outcome column's values, in TwophaseOutcome order. */
+static const char *const outcome_names[] = {
+	"claimed", "taken_over", "processed", "failed", "busy"
+};
+
+typedef struct TwophaseBegin
+{
+	TwophaseOutcome outcome;
+	int64		token;			/* claimed, taken_over: the claim's token */
+	Interval	retry_after;	/* busy: the lease the holder has left */
+} TwophaseBegin;
+
+static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
+								 TimestampTz now, TwophaseBegin *result);
+
+/*
+ * twophase_row_answers
+ *		Read the marker of ($1, $2) with the plan begin_row_plan; true, with
+ *		*result, if it is processed, failed or a claim whose lease runs
+ *		past now.  False for no marker, a released claim or an expired one.
+ */
+static bool
+twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
+					 TwophaseBegin *result)
+{
+	HeapTuple	row;
+	TupleDesc	desc;
+	char	   *state;
+	bool		isnull;
+	TimestampTz lease_until;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "inbox_begin statement failed");
+	if (SPI_processed == 0)
+		return false;
+
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	state = SPI_getvalue(row, desc, 1);
+	lease_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull));
+	if (strcmp(state, "processed") == 0)
+		result->outcome = OUTCOME_PROCESSED;
+	else if (strcmp(state, "failed") == 0)
+		result->outcome = OUTCOME_FAILED;
+	else if (strcmp(state, "claimed") == 0 && !isnull && lease_until > now)
+	{
+		result->outcome = OUTCOME_BUSY;
+		result->retry_after =
+			*DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
+												   TimestampTzGetDatum(lease_until),
+												   TimestampTzGetDatum(now)));
+	}
+	else
+		return false;
+	return true;
+}
+
+/*
+ * twophase_begin
+ *		The claim that inbox_begin and inbox_begin_outcome make, and what
+ *		it found.  The arguments are theirs.
+ *
+ * A new message is claimed without SQL (twophase_fast.c).  Otherwise:
+ *
+ * 1. A read of the marker.  Processed and failed are final (no claim
+ *	  leaves them), so the answer needs no lock, writes nothing and draws
+ *	  no token: the common duplicate of a processed message costs a read.
+ * 2. The upsert: a new claim, or ON CONFLICT DO UPDATE, which locks the
+ *	  latest version of the row and takes it if it is released or its lease
+ *	  ran out by now, or marks it failed if its attempts are used up.  It
+ *	  waits for a transaction changing the row, so an answer never predates
+ *	  a completion or a release in flight.  The token of a takeover is
+ *	  drawn in DO UPDATE, after the lock: drawn in the INSERT's projection,
+ *	  before the wait, it could be lower than the token of a claim that
+ *	  took the row meanwhile (specs/twophase-token-order.spec).  The
+ *	  projection's own draw is then wasted; tokens may have gaps.
+ * 3. When the upsert took nothing, the row is still locked by it, so a
+ *	  read with a new snapshot sees the very version that decided:
+ *	  processed, failed, or a claim whose lease runs past now (busy).
+ */
+static void
+twophase_begin(FunctionCallInfo fcinfo, const char *caller,
+			   TwophaseBegin *result)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
 	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID};
@@ -192,22 +281,47 @@ inbox_begin(PG_FUNCTION_ARGS)
 	Datum		payload = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
 	InboxObjects objects;
 	Relation	heap;
+	SPIPlanPtr	row_plan;
 	SPIPlanPtr	plan;
 	Datum		values[8];
 	char		nulls[8];
-	bool		isnull = true;
-	int64		token = 0;
+	TimestampTz now;
 	bool		claimed;
 
+	memset(result, 0, sizeof(*result));
+
 	/* A new message: its claim is written without SQL (twophase_fast.c). */
-	heap = twophase_open("inbox_begin()", &objects);
+	heap = twophase_open(caller, &objects);
 	claimed = inbox_fast_begin(&objects, heap, message_id, consumer, lease,
-							   payload, &token);
+							   payload, &result->token);
 	table_close(heap, NoLock);
 	if (claimed)
-		PG_RETURN_INT64(token);
+	{
+		result->outcome = OUTCOME_CLAIMED;
+		return;
+	}
 
 	SPI_connect();
+	now = GetCurrentTimestamp();
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = TimestampTzGetDatum(now);
+
+	/* 1. A final state answers without a lock. */
+	row_plan = inbox_plan(&begin_row_plan, &objects,
+						  "SELECT state::pg_catalog.text, lease_until"
+						  " FROM %1$s.inbox"
+						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
+						  2, argtypes);
+	if (twophase_row_answers(row_plan, values, now, result) &&
+		result->outcome != OUTCOME_BUSY)
+	{
+		SPI_finish();
+		return;
+	}
+
+	/* 2. Claim it, or take it over, under the row lock. */
 	plan = inbox_plan(&begin_plan, &objects,
 					  "WITH lease_setting AS ("
 					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease),"
@@ -237,13 +351,9 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  " payload = COALESCE(excluded.payload, i.payload)"
 					  " WHERE i.state" INBOX_EQ "'released'"
 					  " OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3)"
-					  " RETURNING CASE WHEN i.state" INBOX_EQ "'claimed' THEN i.token END",
+					  " RETURNING i.state" INBOX_EQ "'claimed', i.token, i.attempts",
 					  8, argtypes);
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(message_id);
-	values[1] = PointerGetDatum(consumer);
-	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[3] = PointerGetDatum(lease);
 	nulls[3] = lease ? ' ' : 'n';
 	values[4] = payload;
@@ -255,13 +365,106 @@ inbox_begin(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "inbox_begin statement failed");
 	if (SPI_processed == 1)
-		token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
+	{
+		HeapTuple	row = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
 
-	if (isnull)
+		if (!DatumGetBool(SPI_getbinval(row, desc, 1, &isnull)))
+			result->outcome = OUTCOME_FAILED;	/* expired, no attempts left */
+		else
+		{
+			result->token = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
+			result->outcome =
+				DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull)) == 1 ?
+				OUTCOME_CLAIMED : OUTCOME_TAKEN_OVER;
+		}
+	}
+
+	/* 3. Not taken: the version the upsert locked says why. */
+	else if (!twophase_row_answers(row_plan, values, now, result))
+		elog(ERROR, "marker locked by inbox_begin is in an unexpected state");
+	SPI_finish();
+}
+
+/*
+ * inbox_begin(message_id text, consumer text, lease interval, payload jsonb)
+ *		returns bigint
+ *
+ * The token of the claim this call holds: the message was new, released,
+ * or held by a claim whose lease expired (a takeover: attempts + 1, the
+ * old token dead).  NULL when this call holds no claim, for any of three
+ * reasons it cannot tell apart: the message is processed, or failed (an
+ * expired claim with its attempts used up is marked failed by this call),
+ * or a live claim holds it.  A consumer that must know which, to ack or
+ * not, calls inbox_begin_outcome.
+ */
+Datum
+inbox_begin(PG_FUNCTION_ARGS)
+{
+	TwophaseBegin result;
+
+	twophase_begin(fcinfo, "inbox_begin()", &result);
+	if (result.outcome != OUTCOME_CLAIMED &&
+		result.outcome != OUTCOME_TAKEN_OVER)
 		PG_RETURN_NULL();
-	PG_RETURN_INT64(token);
+	PG_RETURN_INT64(result.token);
+}
+
+/*
+ * inbox_begin_outcome(message_id text, consumer text, lease interval,
+ *					   payload jsonb,
+ *					   OUT outcome text, OUT token bigint,
+ *					   OUT retry_after interval) returns record
+ *
+ * inbox_begin, with what it found, in one row, so that a broker's consumer
+ * decides from this one answer whether to work, ack, or have the message
+ * delivered again later:
+ *
+ *	claimed		this call holds the message's first attempt: work, with token
+ *	taken_over	this call holds a later attempt (the claim was released, or
+ *				its lease ran out): work, with token; an earlier attempt may
+ *				have performed the side effect, in part or whole
+ *	processed	done, by this consumer: ack
+ *	failed		attempts used up (perhaps marked so by this call): ack, and
+ *				report it
+ *	busy		a live claim holds it, possibly this consumer's own earlier
+ *				delivery: do not ack; deliver it again after retry_after,
+ *				the lease its holder had left
+ *
+ * token is NULL unless this call holds the claim; retry_after is NULL
+ * unless busy.  One row with a text outcome, rather than an enum or a
+ * NULL-coded token, because every client library reads a row of text,
+ * bigint and interval without any type registration (psycopg: a tuple with
+ * a timedelta; node-postgres: an object; JDBC: getString, getLong,
+ * getObject), and a handler switches on the outcome's name.
+ */
+Datum
+inbox_begin_outcome(PG_FUNCTION_ARGS)
+{
+	TwophaseBegin result;
+	TupleDesc	desc;
+	Datum		columns[3];
+	bool		isnull[3] = {false, true, true};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "inbox_begin_outcome must return a composite type");
+
+	twophase_begin(fcinfo, "inbox_begin_outcome()", &result);
+	columns[0] = CStringGetTextDatum(outcome_names[result.outcome]);
+	if (result.outcome == OUTCOME_CLAIMED ||
+		result.outcome == OUTCOME_TAKEN_OVER)
+	{
+		columns[1] = Int64GetDatum(result.token);
+		isnull[1] = false;
+	}
+	if (result.outcome == OUTCOME_BUSY)
+	{
+		columns[2] = IntervalPGetDatum(&result.retry_after);
+		isnull[2] = false;
+	}
+	desc = BlessTupleDesc(desc);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, columns, isnull)));
 }
 
 /*
