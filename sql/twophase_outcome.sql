@@ -136,5 +136,28 @@ BEGIN READ ONLY;
 SELECT pg_temp.error_of($$SELECT inbox_begin_outcome('m', 'email')$$);
 ROLLBACK;
 
+-- Privileges: not granted to PUBLIC.  A worker role with the two-phase
+-- grants (README, "Privileges") and EXECUTE on the function gets its
+-- answers on both paths.
+CREATE ROLE regress_inbox_outcome;
+GRANT SELECT, INSERT, UPDATE ON inbox TO regress_inbox_outcome;
+GRANT SELECT ON inbox_consumers TO regress_inbox_outcome;
+GRANT USAGE ON SEQUENCE inbox_token_seq TO regress_inbox_outcome;
+SET ROLE regress_inbox_outcome;
+SELECT pg_temp.error_of($$SELECT inbox_begin_outcome('w-1', 'email')$$);
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb)
+	TO regress_inbox_outcome;
+SET ROLE regress_inbox_outcome;
+SELECT outcome, token IS NOT NULL AS has_token FROM inbox_begin_outcome('w-1', 'email');
+SELECT outcome, token IS NOT NULL AS has_token FROM inbox_begin_outcome('w-1', 'email');
+SELECT outcome, token IS NOT NULL AS has_token FROM inbox_begin_outcome('m-1', 'email');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT outcome, token IS NOT NULL AS has_token FROM inbox_begin_outcome('w-2', 'email');
+COMMIT;
+RESET ROLE;
+DROP OWNED BY regress_inbox_outcome;
+DROP ROLE regress_inbox_outcome;
+
 DELETE FROM inbox;
 DROP EXTENSION inbox;

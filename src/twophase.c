@@ -13,16 +13,27 @@
  * the token still being current.  A stale owner's step matches no row and
  * is reported as false, never as success.
  *
- * Concurrency: each function is one SQL statement (complete may add a
- * read-only second one), so row locks decide every race.  A statement that
- * locks rows first and then changes them (inbox_next, like the maintenance
- * passes) changes them by ctid, a TID scan, never through a join the
- * planner could turn into a scan of the whole table.  Concurrent
- * begins on one message serialize on the unique key and the row lock of
- * INSERT ... ON CONFLICT DO UPDATE, whose WHERE is re-checked on the latest
- * row version: exactly one takes the claim.  inbox_next locks its rows with
- * FOR UPDATE SKIP LOCKED, so sweepers get disjoint claims and a begin
- * racing a sweeper waits for it and re-checks.  These functions are meant
+ * A begin also says what it found (inbox_begin_outcome): claimed or taken
+ * over (work with the token), processed or failed (the consumer acks), or
+ * busy, with the lease the live holder has left (the consumer must not
+ * ack, or the message is lost if the holder dies; it has it delivered
+ * again after that time).  inbox_begin returns only the token.
+ *
+ * Concurrency: each function writes with one SQL statement (complete may
+ * add a read-only second one, begin a read before and after), so row locks
+ * decide every race.  A statement that locks rows first and then changes
+ * them (inbox_next, like the maintenance passes) changes them by ctid, a
+ * TID scan, never through a join the planner could turn into a scan of
+ * the whole table.  Concurrent begins on one message serialize on the
+ * unique key and the row lock of INSERT ... ON CONFLICT DO UPDATE, whose
+ * WHERE is re-checked on the latest row version: exactly one takes the
+ * claim.  The token of a takeover is drawn once the row is held (in DO
+ * UPDATE's SET, after the lock; in inbox_next's UPDATE, after its FOR
+ * UPDATE), that of a new claim just before the insert of the message's
+ * first row, so a message's tokens increase in the order in which claims
+ * took it.  inbox_next locks its rows with FOR UPDATE SKIP LOCKED, so
+ * sweepers get disjoint claims and a begin racing a sweeper waits for it
+ * and re-checks.  These functions are meant
  * for short READ COMMITTED transactions; under REPEATABLE READ a race with
  * a concurrent change raises a serialization failure (40001) instead.
  *
@@ -229,6 +240,8 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 	desc = SPI_tuptable->tupdesc;
 	state = SPI_getvalue(row, desc, 1);
 	lease_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull));
+	if (state == NULL)
+		return false;			/* not as inbox.sql made the table */
 	if (strcmp(state, "processed") == 0)
 		result->outcome = OUTCOME_PROCESSED;
 	else if (strcmp(state, "failed") == 0)
