@@ -34,6 +34,12 @@ FROM inbox_begin_outcome('m-1', 'email');
 SELECT state, attempts, token = :token1 AS same_token FROM inbox WHERE message_id = 'm-1';
 -- inbox_begin answers NULL, as for processed and failed.
 SELECT inbox_begin('m-1', 'email') IS NULL AS begin_is_null;
+-- Twice in one transaction: the second call is busy too.
+BEGIN;
+SELECT outcome FROM inbox_begin_outcome('t-1', 'email');
+SELECT outcome, token, retry_after > interval '4 minutes' AS lease_left
+FROM inbox_begin_outcome('t-1', 'email');
+COMMIT;
 
 -- taken_over: the lease ran out; a new, larger token for a later attempt,
 -- and the old owner's token is dead.
