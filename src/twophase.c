@@ -33,9 +33,9 @@
  * first row, so a message's tokens increase in the order in which claims
  * took it.  inbox_next locks its rows with FOR UPDATE SKIP LOCKED, so
  * sweepers get disjoint claims and a begin racing a sweeper waits for it
- * and re-checks.  These functions are meant
- * for short READ COMMITTED transactions; under REPEATABLE READ a race with
- * a concurrent change raises a serialization failure (40001) instead.
+ * and re-checks.  These functions are meant for short READ COMMITTED
+ * transactions; under REPEATABLE READ a race with a concurrent change
+ * raises a serialization failure (40001) instead.
  *
  * Leases run on the database server's clock at the time of the call
  * (clock_timestamp, not the transaction start), so a claim made late in a
