@@ -184,7 +184,22 @@ AS 'MODULE_PATHNAME', 'inbox_begin'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION inbox_begin(text, text, interval, jsonb) IS
-'starts a two-phase claim with a lease: a new fencing token, or NULL when the message is processed, failed or held by a live claim';
+'starts a two-phase claim with a lease: a new fencing token, or NULL when this call holds no claim (the message is processed, failed, or held by a live claim: use inbox_begin_outcome to tell which)';
+
+-- inbox_begin with what it found, so that a broker's consumer knows from
+-- one answer whether to work, ack, or have the message delivered again:
+-- one row of plain types (text, bigint, interval), which every client
+-- library reads without registering a type.
+CREATE FUNCTION inbox_begin_outcome(message_id text, consumer text,
+									lease interval DEFAULT NULL, payload jsonb DEFAULT NULL,
+									OUT outcome text, OUT token bigint,
+									OUT retry_after interval)
+RETURNS record
+AS 'MODULE_PATHNAME', 'inbox_begin_outcome'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb) IS
+'starts a two-phase claim like inbox_begin and says what it found: outcome claimed or taken_over (work with token), processed or failed (ack), busy (a live claim holds it: deliver again after retry_after)';
 
 CREATE FUNCTION inbox_extend(message_id text, consumer text, token bigint,
 							 lease interval DEFAULT NULL)
@@ -330,6 +345,7 @@ REVOKE ALL ON FUNCTION inbox_claim(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim_many(text[], text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_begin(text, text, interval, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_extend(text, text, bigint, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_fail(text, text, bigint, text) FROM PUBLIC;

@@ -46,6 +46,8 @@ INSERT INTO pg_temp.calls VALUES
 	('inbox_claim_many', ARRAY[$$ARRAY['m']$$, $$'c'$$], ARRAY['text[]', 'text']),
 	('inbox_begin', ARRAY[$$'m2'$$, $$'c2'$$, $$interval '1 minute'$$, $$'{}'::jsonb$$],
 		ARRAY['text', 'text', 'interval', 'jsonb']),
+	('inbox_begin_outcome', ARRAY[$$'m2'$$, $$'c2'$$, $$interval '1 minute'$$, $$'{}'::jsonb$$],
+		ARRAY['text', 'text', 'interval', 'jsonb']),
 	('inbox_extend', ARRAY[$$'m2'$$, $$'c2'$$, '1', $$interval '1 minute'$$],
 		ARRAY['text', 'text', 'bigint', 'interval']),
 	('inbox_complete', ARRAY[$$'m2'$$, $$'c2'$$, '1'], ARRAY['text', 'text', 'bigint']),

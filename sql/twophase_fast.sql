@@ -127,6 +127,8 @@ SELECT count(*) AS written FROM inbox WHERE message_id = 'c-2';
 SELECT inbox_complete('p-1', 'email', inbox_begin('p-1', 'email')) AS completed;
 SELECT count(*) AS statements_cached FROM pg_backend_memory_contexts
 WHERE name = 'CachedPlanSource' AND ident LIKE '%inbox%';
+-- Under REPEATABLE READ the SQL path runs: the begin's read of the marker
+-- and its upsert, and the completion.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT inbox_complete('p-2', 'email', inbox_begin('p-2', 'email')) AS completed;
 COMMIT;

@@ -13,18 +13,29 @@
  * the token still being current.  A stale owner's step matches no row and
  * is reported as false, never as success.
  *
- * Concurrency: each function is one SQL statement (complete may add a
- * read-only second one), so row locks decide every race.  A statement that
- * locks rows first and then changes them (inbox_next, like the maintenance
- * passes) changes them by ctid, a TID scan, never through a join the
- * planner could turn into a scan of the whole table.  Concurrent
- * begins on one message serialize on the unique key and the row lock of
- * INSERT ... ON CONFLICT DO UPDATE, whose WHERE is re-checked on the latest
- * row version: exactly one takes the claim.  inbox_next locks its rows with
- * FOR UPDATE SKIP LOCKED, so sweepers get disjoint claims and a begin
- * racing a sweeper waits for it and re-checks.  These functions are meant
- * for short READ COMMITTED transactions; under REPEATABLE READ a race with
- * a concurrent change raises a serialization failure (40001) instead.
+ * A begin also says what it found (inbox_begin_outcome): claimed or taken
+ * over (work with the token), processed or failed (the consumer acks), or
+ * busy, with the lease the live holder has left (the consumer must not
+ * ack, or the message is lost if the holder dies; it has it delivered
+ * again after that time).  inbox_begin returns only the token.
+ *
+ * Concurrency: each function writes with one SQL statement (complete may
+ * add a read-only second one, begin a read before and after), so row locks
+ * decide every race.  A statement that locks rows first and then changes
+ * them (inbox_next, like the maintenance passes) changes them by ctid, a
+ * TID scan, never through a join the planner could turn into a scan of
+ * the whole table.  Concurrent begins on one message serialize on the
+ * unique key and the row lock of INSERT ... ON CONFLICT DO UPDATE, whose
+ * WHERE is re-checked on the latest row version: exactly one takes the
+ * claim.  The token of a takeover is drawn once the row is held (in DO
+ * UPDATE's SET, after the lock; in inbox_next's UPDATE, after its FOR
+ * UPDATE), that of a new claim just before the insert of the message's
+ * first row, so a message's tokens increase in the order in which claims
+ * took it.  inbox_next locks its rows with FOR UPDATE SKIP LOCKED, so
+ * sweepers get disjoint claims and a begin racing a sweeper waits for it
+ * and re-checks.  These functions are meant for short READ COMMITTED
+ * transactions; under REPEATABLE READ a race with a concurrent change
+ * raises a serialization failure (40001) instead.
  *
  * Leases run on the database server's clock at the time of the call
  * (clock_timestamp, not the transaction start), so a claim made late in a
@@ -54,6 +65,7 @@
 #include "inbox.h"
 
 PG_FUNCTION_INFO_V1(inbox_begin);
+PG_FUNCTION_INFO_V1(inbox_begin_outcome);
 PG_FUNCTION_INFO_V1(inbox_extend);
 PG_FUNCTION_INFO_V1(inbox_complete);
 PG_FUNCTION_INFO_V1(inbox_fail);
@@ -97,6 +109,7 @@ PG_FUNCTION_INFO_V1(inbox_next);
 #define ATTEMPTS_LEFT \
 	" i.attempts" INBOX_LT "(SELECT max_attempts FROM attempts_setting) "
 
+static InboxPlan begin_row_plan;
 static InboxPlan begin_plan;
 static InboxPlan extend_plan;
 static InboxPlan complete_plan;
@@ -105,6 +118,7 @@ static InboxPlan fail_plan;
 static InboxPlan next_plan;
 
 static Relation twophase_open(const char *caller, InboxObjects *objects);
+static Oid	twophase_token_sequence(const InboxObjects *objects);
 static void twophase_start(const char *caller, InboxObjects *objects);
 static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
 								   const char *nulls);
@@ -122,6 +136,29 @@ twophase_open(const char *caller, InboxObjects *objects)
 {
 	PreventCommandIfReadOnly(caller);
 	return inbox_open_table(RowExclusiveLock, objects);
+}
+
+/*
+ * twophase_token_sequence
+ *		The OID of inbox_token_seq, for the statements that draw tokens.
+ *
+ * The statements take the sequence as a regclass parameter.  Its name,
+ * spliced into nextval's string argument, would be parsed again as SQL:
+ * a schema whose name holds a quote (a rename can give it one) would then
+ * inject code into every call.  Test: sql/schema_quote.sql.
+ */
+static Oid
+twophase_token_sequence(const InboxObjects *objects)
+{
+	if (!OidIsValid(objects->token_sequence_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is missing its token sequence",
+						INBOX_EXTENSION_NAME),
+				 errdetail("Expected sequence \"%s\" in schema \"%s\".",
+						   INBOX_TOKEN_SEQ_NAME,
+						   NameStr(objects->schema_name))));
+	return objects->token_sequence_oid;
 }
 
 /*
@@ -149,41 +186,155 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 }
 
 /*
- * inbox_begin(message_id text, consumer text, lease interval, payload jsonb)
- *		returns bigint
- *
- * A new token when the message is new, released, or held by a claim whose
- * lease expired (a takeover: attempts + 1, the old token dead); NULL when
- * it is processed, failed, or held by a live claim.  An expired claim that
- * has used up its attempts is marked failed instead, and NULL returned.
+ * What a begin found, and what the consumer should do about it.  Every
+ * answer comes from one version of the row: the one the statement that
+ * decided held locked, or a final state (processed, failed) that no claim
+ * leaves again.  See inbox_begin_outcome.
  */
-Datum
-inbox_begin(PG_FUNCTION_ARGS)
+typedef enum TwophaseOutcome
+{
+	OUTCOME_CLAIMED,			/* this call holds the first attempt */
+	OUTCOME_TAKEN_OVER,			/* this call holds a later attempt */
+	OUTCOME_PROCESSED,			/* done: ack */
+	OUTCOME_FAILED,				/* attempts used up: ack, and report */
+	OUTCOME_BUSY				/* a live claim holds it: try again later */
+} TwophaseOutcome;
+
+/* The outcome column's values, in TwophaseOutcome order. */
+static const char *const outcome_names[] = {
+	"claimed", "taken_over", "processed", "failed", "busy"
+};
+
+typedef struct TwophaseBegin
+{
+	TwophaseOutcome outcome;
+	int64		token;			/* claimed, taken_over: the claim's token */
+	Interval	retry_after;	/* busy: the lease the holder has left */
+} TwophaseBegin;
+
+static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
+								 TimestampTz now, TwophaseBegin *result);
+
+/*
+ * twophase_row_answers
+ *		Read the marker of ($1, $2) with the plan begin_row_plan; true, with
+ *		*result, if it is processed, failed or a claim whose lease runs
+ *		past now.  False for no marker, a released claim or an expired one.
+ */
+static bool
+twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
+					 TwophaseBegin *result)
+{
+	HeapTuple	row;
+	TupleDesc	desc;
+	char	   *state;
+	bool		isnull;
+	TimestampTz lease_until;
+
+	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "inbox_begin statement failed");
+	if (SPI_processed == 0)
+		return false;
+
+	row = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	state = SPI_getvalue(row, desc, 1);
+	lease_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull));
+	if (state == NULL)
+		return false;			/* not as inbox.sql made the table */
+	if (strcmp(state, "processed") == 0)
+		result->outcome = OUTCOME_PROCESSED;
+	else if (strcmp(state, "failed") == 0)
+		result->outcome = OUTCOME_FAILED;
+	else if (strcmp(state, "claimed") == 0 && !isnull && lease_until > now)
+	{
+		result->outcome = OUTCOME_BUSY;
+		result->retry_after =
+			*DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
+												   TimestampTzGetDatum(lease_until),
+												   TimestampTzGetDatum(now)));
+	}
+	else
+		return false;
+	return true;
+}
+
+/*
+ * twophase_begin
+ *		The claim that inbox_begin and inbox_begin_outcome make, and what
+ *		it found.  The arguments are theirs.
+ *
+ * A new message is claimed without SQL (twophase_fast.c).  Otherwise:
+ *
+ * 1. A read of the marker.  Processed and failed are final (no claim
+ *	  leaves them), so the answer needs no lock, writes nothing and draws
+ *	  no token: the common duplicate of a processed message costs a read.
+ * 2. The upsert: a new claim, or ON CONFLICT DO UPDATE, which locks the
+ *	  latest version of the row and takes it if it is released or its lease
+ *	  ran out by now, or marks it failed if its attempts are used up.  It
+ *	  waits for a transaction changing the row, so an answer never predates
+ *	  a completion or a release in flight.  The token of a takeover is
+ *	  drawn in DO UPDATE, after the lock: drawn in the INSERT's projection,
+ *	  before the wait, it could be lower than the token of a claim that
+ *	  took the row meanwhile (specs/twophase-token-order.spec).  The
+ *	  projection's own draw is then wasted; tokens may have gaps.
+ * 3. When the upsert took nothing, the row is still locked by it, so a
+ *	  read with a new snapshot sees the very version that decided:
+ *	  processed, failed, or a claim whose lease runs past now (busy).
+ */
+static void
+twophase_begin(FunctionCallInfo fcinfo, const char *caller,
+			   TwophaseBegin *result)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
-	JSONBOID, INTERVALOID, INT4OID};
+	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID};
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	Interval   *lease = inbox_arg_lease(fcinfo, 2);
-	Datum		payload = PG_ARGISNULL(3) ? (Datum) 0 : PG_GETARG_DATUM(3);
+	Datum		payload = inbox_arg_payload(fcinfo, 3);
 	InboxObjects objects;
 	Relation	heap;
+	SPIPlanPtr	row_plan;
 	SPIPlanPtr	plan;
-	Datum		values[7];
-	char		nulls[7];
-	bool		isnull = true;
-	int64		token = 0;
+	Datum		values[8];
+	char		nulls[8];
+	TimestampTz now;
 	bool		claimed;
 
+	memset(result, 0, sizeof(*result));
+
 	/* A new message: its claim is written without SQL (twophase_fast.c). */
-	heap = twophase_open("inbox_begin()", &objects);
+	heap = twophase_open(caller, &objects);
 	claimed = inbox_fast_begin(&objects, heap, message_id, consumer, lease,
-							   payload, &token);
+							   payload, &result->token);
 	table_close(heap, NoLock);
 	if (claimed)
-		PG_RETURN_INT64(token);
+	{
+		result->outcome = OUTCOME_CLAIMED;
+		return;
+	}
 
 	SPI_connect();
+	now = GetCurrentTimestamp();
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = TimestampTzGetDatum(now);
+
+	/* 1. A final state answers without a lock. */
+	row_plan = inbox_plan(&begin_row_plan, &objects,
+						  "SELECT state::pg_catalog.text, lease_until"
+						  " FROM %1$s.inbox"
+						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
+						  2, argtypes);
+	if (twophase_row_answers(row_plan, values, now, result) &&
+		result->outcome != OUTCOME_BUSY)
+	{
+		SPI_finish();
+		return;
+	}
+
+	/* 2. Claim it, or take it over, under the row lock. */
 	plan = inbox_plan(&begin_plan, &objects,
 					  "WITH lease_setting AS ("
 					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease),"
@@ -192,14 +343,13 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  " INSERT INTO %1$s.inbox AS i"
 					  " (message_id, consumer, state, received_at, token,"
 					  "  lease_until, attempts, payload)"
-					  " SELECT $1, $2, 'claimed', $3,"
-					  " pg_catalog.nextval('%1$s.inbox_token_seq'),"
+					  " SELECT $1, $2, 'claimed', $3, pg_catalog.nextval($8),"
 					  " $3" INBOX_PLUS "s.lease, 1, $5 FROM lease_setting s"
 					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
 					  " state = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
 					  " token = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN excluded.token ELSE i.token END,"
+					  "  THEN pg_catalog.nextval($8) ELSE i.token END,"
 					  " lease_until = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN excluded.lease_until END,"
 					  " attempts = CASE WHEN" ATTEMPTS_LEFT
@@ -214,30 +364,120 @@ inbox_begin(PG_FUNCTION_ARGS)
 					  " payload = COALESCE(excluded.payload, i.payload)"
 					  " WHERE i.state" INBOX_EQ "'released'"
 					  " OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3)"
-					  " RETURNING CASE WHEN i.state" INBOX_EQ "'claimed' THEN i.token END",
-					  7, argtypes);
+					  " RETURNING i.state" INBOX_EQ "'claimed', i.token, i.attempts",
+					  8, argtypes);
 
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = PointerGetDatum(message_id);
-	values[1] = PointerGetDatum(consumer);
-	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 	values[3] = PointerGetDatum(lease);
 	nulls[3] = lease ? ' ' : 'n';
 	values[4] = payload;
-	nulls[4] = PG_ARGISNULL(3) ? 'n' : ' ';
+	nulls[4] = payload == (Datum) 0 ? 'n' : ' ';
 	values[5] = IntervalPGetDatum(inbox_default_lease());
 	values[6] = Int32GetDatum(inbox_max_attempts);
+	values[7] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "inbox_begin statement failed");
 	if (SPI_processed == 1)
-		token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
+	{
+		HeapTuple	row = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		isnull;
 
-	if (isnull)
+		if (!DatumGetBool(SPI_getbinval(row, desc, 1, &isnull)))
+			result->outcome = OUTCOME_FAILED;	/* expired, no attempts left */
+		else
+		{
+			result->token = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
+			result->outcome =
+				DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull)) == 1 ?
+				OUTCOME_CLAIMED : OUTCOME_TAKEN_OVER;
+		}
+	}
+
+	/* 3. Not taken: the version the upsert locked says why. */
+	else if (!twophase_row_answers(row_plan, values, now, result))
+		elog(ERROR, "marker locked by inbox_begin is in an unexpected state");
+	SPI_finish();
+}
+
+/*
+ * inbox_begin(message_id text, consumer text, lease interval, payload jsonb)
+ *		returns bigint
+ *
+ * The token of the claim this call holds: the message was new, released,
+ * or held by a claim whose lease expired (a takeover: attempts + 1, the
+ * old token dead).  NULL when this call holds no claim, for any of three
+ * reasons it cannot tell apart: the message is processed, or failed (an
+ * expired claim with its attempts used up is marked failed by this call),
+ * or a live claim holds it.  A consumer that must know which, to ack or
+ * not, calls inbox_begin_outcome.
+ */
+Datum
+inbox_begin(PG_FUNCTION_ARGS)
+{
+	TwophaseBegin result;
+
+	twophase_begin(fcinfo, "inbox_begin()", &result);
+	if (result.outcome != OUTCOME_CLAIMED &&
+		result.outcome != OUTCOME_TAKEN_OVER)
 		PG_RETURN_NULL();
-	PG_RETURN_INT64(token);
+	PG_RETURN_INT64(result.token);
+}
+
+/*
+ * inbox_begin_outcome(message_id text, consumer text, lease interval,
+ *					   payload jsonb,
+ *					   OUT outcome text, OUT token bigint,
+ *					   OUT retry_after interval) returns record
+ *
+ * inbox_begin, with what it found, in one row, so that a broker's consumer
+ * decides from this one answer whether to work, ack, or have the message
+ * delivered again later:
+ *
+ *	claimed		this call holds the message's first attempt: work, with token
+ *	taken_over	this call holds a later attempt (the claim was released, or
+ *				its lease ran out): work, with token; an earlier attempt may
+ *				have performed the side effect, in part or whole
+ *	processed	done, by this consumer: ack
+ *	failed		attempts used up (perhaps marked so by this call): ack, and
+ *				report it
+ *	busy		a live claim holds it, possibly this consumer's own earlier
+ *				delivery: do not ack; deliver it again after retry_after,
+ *				the lease its holder had left
+ *
+ * token is NULL unless this call holds the claim; retry_after is NULL
+ * unless busy.  One row with a text outcome, rather than an enum or a
+ * NULL-coded token, because every client library reads a row of text,
+ * bigint and interval without any type registration (psycopg: a tuple with
+ * a timedelta; node-postgres: an object; JDBC: getString, getLong,
+ * getObject), and a handler switches on the outcome's name.
+ */
+Datum
+inbox_begin_outcome(PG_FUNCTION_ARGS)
+{
+	TwophaseBegin result;
+	TupleDesc	desc;
+	Datum		columns[3];
+	bool		isnull[3] = {false, true, true};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "inbox_begin_outcome must return a composite type");
+
+	twophase_begin(fcinfo, "inbox_begin_outcome()", &result);
+	columns[0] = CStringGetTextDatum(outcome_names[result.outcome]);
+	if (result.outcome == OUTCOME_CLAIMED ||
+		result.outcome == OUTCOME_TAKEN_OVER)
+	{
+		columns[1] = Int64GetDatum(result.token);
+		isnull[1] = false;
+	}
+	if (result.outcome == OUTCOME_BUSY)
+	{
+		columns[2] = IntervalPGetDatum(&result.retry_after);
+		isnull[2] = false;
+	}
+	desc = BlessTupleDesc(desc);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, columns, isnull)));
 }
 
 /*
@@ -362,16 +602,11 @@ inbox_fail(PG_FUNCTION_ARGS)
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	int64		token = inbox_arg_token(fcinfo, 2);
+	text	   *error = inbox_arg_last_error(fcinfo, 3);
 	InboxObjects objects;
 	SPIPlanPtr	plan;
 	Datum		values[6];
 	bool		failed;
-
-	if (PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("error must not be null"),
-				 errhint("Describe the failure; it is kept in last_error.")));
 
 	twophase_start("inbox_fail()", &objects);
 	plan = inbox_plan(&fail_plan, &objects,
@@ -388,7 +623,7 @@ inbox_fail(PG_FUNCTION_ARGS)
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = Int64GetDatum(token);
-	values[3] = PG_GETARG_DATUM(3);
+	values[3] = PointerGetDatum(error);
 	values[4] = Int32GetDatum(inbox_max_attempts);
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 
@@ -413,15 +648,15 @@ Datum
 inbox_next(PG_FUNCTION_ARGS)
 {
 	static Oid	argtypes[] = {TEXTOID, TIMESTAMPTZOID, INTERVALOID, INT4OID,
-	INTERVALOID, INT4OID};
+	INTERVALOID, INT4OID, REGCLASSOID};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	text	   *consumer = inbox_arg_consumer(fcinfo, 0);
 	Interval   *lease = inbox_arg_lease(fcinfo, 1);
 	int32		max;
 	InboxObjects objects;
 	SPIPlanPtr	plan;
-	Datum		values[6];
-	char		nulls[6];
+	Datum		values[7];
+	char		nulls[7];
 
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
@@ -441,7 +676,7 @@ inbox_next(PG_FUNCTION_ARGS)
 					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
 					  " taken AS ("
 					  " UPDATE %1$s.inbox i SET state = 'claimed',"
-					  " token = pg_catalog.nextval('%1$s.inbox_token_seq'),"
+					  " token = pg_catalog.nextval($7),"
 					  " lease_until = $2" INBOX_PLUS "(SELECT lease FROM settings),"
 					  " attempts = i.attempts" INBOX_PLUS "1"
 					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
@@ -454,7 +689,7 @@ inbox_next(PG_FUNCTION_ARGS)
 					  "  FOR UPDATE SKIP LOCKED))"
 					  " RETURNING i.id, i.message_id, i.token, i.attempts, i.payload)"
 					  " SELECT message_id, token, attempts, payload FROM taken ORDER BY id",
-					  6, argtypes);
+					  7, argtypes);
 
 	memset(nulls, ' ', sizeof(nulls));
 	values[0] = PointerGetDatum(consumer);
@@ -464,6 +699,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	values[3] = Int32GetDatum(max);
 	values[4] = IntervalPGetDatum(inbox_default_lease());
 	values[5] = Int32GetDatum(inbox_max_attempts);
+	values[6] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "inbox_next statement failed");

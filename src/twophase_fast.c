@@ -15,9 +15,9 @@
  * How, for inbox_begin: a new message is claimed the way a one-phase claim
  * writes its marker (marker.c: a probe of the key index with a dirty
  * snapshot, then a speculative insert), with the claim's columns: state
- * 'claimed', a new token, the lease's end.  Any marker already there (or
- * one that appears meanwhile) sends the call to the SQL statement, which
- * decides between a takeover, a release's retry and NULL.
+ * 'claimed', a new token, the lease's end: the outcome "claimed".  Any
+ * marker already there (or one that appears meanwhile) sends the call to
+ * the SQL statements, which decide every other outcome.
  *
  * How, for inbox_complete: what the UPDATE does under READ COMMITTED.  The
  * key index is read with a new snapshot; the visible version, if it is the
