@@ -8,9 +8,10 @@
 #	  and completes its claims) and let a worker lock the whole table;
 #	- with the per-consumer FOR ALL policies, a consumer's role can claim,
 #	  begin, extend, complete, fail, take with inbox_next, read and update
-#	  its own consumer's rows, and none of another's, under READ COMMITTED
-#	  and REPEATABLE READ; its own completion returns true, where the
-#	  INSERT and SELECT policies this README once recommended made it false;
+#	  its own consumer's rows, and none of another's, under READ
+#	  COMMITTED, REPEATABLE READ and SERIALIZABLE; its own completion
+#	  returns true, where the INSERT and SELECT policies this README once
+#	  recommended made it false;
 #	- the maintenance role prunes and reclaims, and needs its policy;
 #	- the monitoring role reads inbox_stats, which shows what row security
 #	  lets the reader see;
@@ -111,7 +112,7 @@ $node->safe_psql($db, q{
 # ---------------------------------------------------------------------------
 # Helpers.
 
-my @levels = ('read committed', 'repeatable read');
+my @levels = ('read committed', 'repeatable read', 'serializable');
 
 # run($user, $level, $sql): the output of $sql run by $user, each statement
 # in its own transaction at $level; 'ERROR: ...' if it failed.
@@ -397,6 +398,13 @@ is(run('monitor_svc', 'read committed', 'SELECT count(*) >= 0 FROM inbox.inbox_w
 as_owner('GRANT SELECT ON inbox.inbox_stats TO credit_worker');
 is(run('credit_svc', 'read committed', $stats), ($all_stats =~ /^(credit\|.*)$/m)[0],
 	'a consumer\'s role counts its own consumer only');
+as_owner(q{
+	CREATE ROLE bare_svc LOGIN IN ROLE pg_monitor;
+	GRANT USAGE ON SCHEMA inbox TO bare_svc;
+});
+like(run('bare_svc', 'read committed', $stats),
+	qr/^ERROR:  permission denied for table inbox/,
+	'pg_monitor alone does not read the security_invoker view: the recipe\'s column grant does');
 as_owner(q{
 	CREATE ROLE blind_svc LOGIN IN ROLE pg_monitor;
 	GRANT USAGE ON SCHEMA inbox TO blind_svc;
