@@ -1,5 +1,6 @@
 --
--- Privileges: nothing for PUBLIC, and the grants the README documents
+-- Privileges: nothing for PUBLIC, the grants the README documents, and
+-- per-consumer row-level security for one-phase claims
 --
 CREATE EXTENSION inbox;
 CREATE ROLE regress_inbox_nobody;
@@ -105,33 +106,86 @@ SELECT inbox_prune() AS pruned;
 RESET ROLE;
 SELECT count(*) AS m_1_left FROM inbox WHERE message_id = 'm-1';
 
--- Stopping one role from claiming another consumer's messages: row-level
--- security with one INSERT policy per role.  With policies in force,
--- every claim goes through the INSERT, so the policy decides.
+-- What each two-phase function needs, besides EXECUTE (README,
+-- "Privileges", the table under the worker role): a role that completes
+-- only needs SELECT and UPDATE on inbox, on both paths (the fast one under
+-- READ COMMITTED, the statement under REPEATABLE READ); extend and fail
+-- also read inbox_consumers; next also draws tokens; begin also inserts.
+CREATE ROLE regress_inbox_fn;
+GRANT EXECUTE ON FUNCTION inbox_extend(text, text, bigint, interval),
+	inbox_complete(text, text, bigint), inbox_fail(text, text, bigint, text),
+	inbox_next(text, interval, integer), inbox_begin(text, text, interval, jsonb)
+	TO regress_inbox_fn;
+GRANT SELECT, UPDATE ON inbox TO regress_inbox_fn;
+SELECT inbox_begin('f-1', 'fn') AS f1, inbox_begin('f-2', 'fn') AS f2,
+	inbox_begin('f-3', 'fn') AS f3 \gset
+SET ROLE regress_inbox_fn;
+SELECT inbox_complete('f-1', 'fn', :f1) AS completed_read_committed;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_complete('f-2', 'fn', :f2) AS completed_repeatable_read;
+COMMIT;
+\set VERBOSITY terse
+SELECT inbox_extend('f-3', 'fn', :f3);
+SELECT inbox_fail('f-3', 'fn', :f3, 'boom');
+RESET ROLE;
+GRANT SELECT ON inbox_consumers TO regress_inbox_fn;
+SET ROLE regress_inbox_fn;
+SELECT inbox_extend('f-3', 'fn', :f3) AS extended;
+SELECT inbox_fail('f-3', 'fn', :f3, 'boom') AS failed;
+SELECT message_id FROM inbox_next('fn');
+SELECT inbox_begin('f-4', 'fn');
+RESET ROLE;
+GRANT USAGE ON SEQUENCE inbox_token_seq TO regress_inbox_fn;
+SET ROLE regress_inbox_fn;
+SELECT message_id, attempts FROM inbox_next('fn');
+SELECT inbox_begin('f-4', 'fn');
+RESET ROLE;
+GRANT INSERT ON inbox TO regress_inbox_fn;
+SET ROLE regress_inbox_fn;
+SELECT inbox_begin('f-4', 'fn') IS NOT NULL AS begun;
+RESET ROLE;
+REVOKE UPDATE ON inbox FROM regress_inbox_fn;
+SET ROLE regress_inbox_fn;
+SELECT inbox_begin('f-5', 'fn');
+RESET ROLE;
+\set VERBOSITY default
+DROP OWNED BY regress_inbox_fn;
+DROP ROLE regress_inbox_fn;
+
+-- One role per consumer (README, "One role per consumer"): row-level
+-- security with one FOR ALL policy per role.  With policies in force,
+-- every claim goes through the INSERT, so the policy decides, for a
+-- duplicate too; another consumer's message is refused whether or not it
+-- has a marker.  t/040_readme_privileges.pl checks the same policies on
+-- every two-phase path.
 CREATE ROLE regress_inbox_credit;
 CREATE ROLE regress_inbox_email;
 GRANT regress_inbox_app TO regress_inbox_credit, regress_inbox_email;
 ALTER TABLE inbox ENABLE ROW LEVEL SECURITY;
-CREATE POLICY inbox_credit_claims ON inbox FOR INSERT TO regress_inbox_credit
-	WITH CHECK (consumer = 'credit');
-CREATE POLICY inbox_email_claims ON inbox FOR INSERT TO regress_inbox_email
-	WITH CHECK (consumer = 'email');
-CREATE POLICY inbox_read_own ON inbox FOR SELECT
-	TO regress_inbox_credit, regress_inbox_email
-	USING (consumer = CASE WHEN pg_has_role('regress_inbox_credit', 'USAGE')
-						   THEN 'credit' ELSE 'email' END);
+CREATE POLICY inbox_credit_own ON inbox FOR ALL TO regress_inbox_credit
+	USING (consumer = 'credit') WITH CHECK (consumer = 'credit');
+CREATE POLICY inbox_email_own ON inbox FOR ALL TO regress_inbox_email
+	USING (consumer = 'email') WITH CHECK (consumer = 'email');
 
 SET ROLE regress_inbox_credit;
 SELECT inbox_claim('p-1', 'credit') AS own_consumer;
 SELECT inbox_claim('p-1', 'credit') AS own_duplicate;
 SELECT inbox_claim('p-1', 'email');
 SELECT * FROM inbox_claim_many(ARRAY['p-2'], 'email');
-SELECT * FROM inbox_claim_many(ARRAY['p-2'], 'credit');
+SELECT * FROM inbox_claim_many(ARRAY['p-2', 'p-1'], 'credit');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_claim('p-3', 'credit') AS own_repeatable_read;
+SELECT inbox_claim('p-1', 'credit') AS own_duplicate_repeatable_read;
+COMMIT;
 RESET ROLE;
 
 SET ROLE regress_inbox_email;
 SELECT inbox_claim('p-1', 'email') AS own_consumer;
-SELECT inbox_claim('p-3', 'credit');
+SELECT inbox_claim('p-1', 'credit');
+SELECT inbox_claim('p-4', 'credit');
+SELECT * FROM inbox_claim_many(ARRAY['p-1', 'p-4'], 'credit');
+-- Its SELECT sees its own markers only.
+SELECT message_id, consumer FROM inbox WHERE message_id LIKE 'p-%' ORDER BY 1, 2;
 RESET ROLE;
 
 SELECT message_id, consumer FROM inbox WHERE message_id LIKE 'p-%' ORDER BY 1, 2;
