@@ -38,7 +38,7 @@ REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
-	twophase-complete-race twophase-token-order twophase-busy dba-index-builds
+	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

@@ -268,7 +268,7 @@ SELECT i.consumer,
 		 OPERATOR(pg_catalog.-) pg_catalog.min(i.received_at) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'claimed'::@extschema@.inbox_state) AS oldest_in_flight_age,
 	   pg_catalog.clock_timestamp()
 		 OPERATOR(pg_catalog.-) pg_catalog.min(i.received_at) FILTER (WHERE i.state OPERATOR(pg_catalog.=) 'released'::@extschema@.inbox_state) AS oldest_released_age
-FROM @extschema@.inbox i
+FROM ONLY @extschema@.inbox i
 GROUP BY i.consumer;
 
 COMMENT ON VIEW inbox_stats IS

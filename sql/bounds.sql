@@ -70,6 +70,18 @@ UPDATE inbox SET processed_at = processed_at - interval '2 hours' WHERE consumer
 SET inbox.batch_size = 4;
 SELECT inbox_prune() AS pruned;
 SELECT count(*) FILTER (WHERE consumer = 'good') AS good_left, count(*) AS all_left FROM inbox;
+-- A consumer longer than the functions allow (only a row written by hand
+-- can have one) is passed over with a WARNING, its markers kept, and the
+-- pass still ends and prunes the others, in batches of any size.
+INSERT INTO inbox (message_id, consumer, processed_at)
+VALUES ('long', repeat('x', 300), now() - interval '30 days');
+SELECT inbox_claim('m-9', 'good');
+UPDATE inbox SET processed_at = processed_at - interval '2 hours' WHERE message_id = 'm-9';
+SET statement_timeout = '60s';
+SELECT inbox_prune() AS pruned;
+SELECT count(*) FILTER (WHERE message_id = 'long') AS long_kept,
+	   count(*) FILTER (WHERE message_id = 'm-9') AS good_left FROM inbox;
+RESET statement_timeout;
 RESET inbox.batch_size;
 
 TRUNCATE inbox;

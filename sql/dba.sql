@@ -78,3 +78,75 @@ SELECT message_id, state FROM app2.inbox ORDER BY id;
 TRUNCATE app2.inbox;
 DROP EXTENSION inbox;
 DROP SCHEMA app2;
+
+-- The key must be what the claims rely on.  Re-created in another column
+-- order (or not unique, or with an expression), it is refused with a clear
+-- error, rather than letting a duplicate claim loop on it.
+CREATE EXTENSION inbox;
+SELECT inbox_claim('k-1', 'credit');
+BEGIN;
+ALTER TABLE inbox DROP CONSTRAINT inbox_message_id_consumer_key;
+CREATE UNIQUE INDEX inbox_message_id_consumer_key ON inbox (consumer, message_id);
+SELECT inbox_claim('k-1', 'credit');
+ROLLBACK;
+BEGIN;
+ALTER TABLE inbox DROP CONSTRAINT inbox_message_id_consumer_key;
+CREATE INDEX inbox_message_id_consumer_key ON inbox (message_id, consumer);
+SELECT inbox_claim('k-1', 'credit');
+ROLLBACK;
+
+-- A partition of another table: a plain INSERT must meet the partition's
+-- constraint, and so must a claim.
+BEGIN;
+CREATE TABLE all_inbox (LIKE inbox) PARTITION BY LIST (consumer);
+ALTER TABLE all_inbox ATTACH PARTITION inbox FOR VALUES IN ('credit');
+SELECT inbox_claim('p-1', 'credit') AS in_partition;
+\set VERBOSITY terse
+SELECT inbox_claim('p-2', 'email');
+\set VERBOSITY default
+ROLLBACK;
+
+-- A table that inherits from inbox is not the extension's: the statements
+-- (reclaim, and pruning by statement) change rows of inbox only, though a
+-- child's row may sit at the same row pointer as a marker.
+BEGIN;
+CREATE TABLE inbox_archive () INHERITS (inbox);
+INSERT INTO inbox_archive (id, message_id, consumer, state, processed_at)
+SELECT -g, 'arch-' || g, 'jobs', 'processed', now() - interval '30 days'
+FROM generate_series(1, 5) g;
+SELECT inbox_begin('j-1', 'jobs') IS NOT NULL AS begun;
+UPDATE ONLY inbox SET lease_until = now() - interval '1 second' WHERE message_id = 'j-1';
+SELECT count(*) AS at_same_row_pointer FROM inbox_archive a JOIN ONLY inbox i ON i.ctid = a.ctid
+WHERE i.message_id = 'j-1';
+SELECT inbox_reclaim() AS reclaimed;
+SELECT state, count(*) FROM inbox_archive GROUP BY 1;
+ROLLBACK;
+
+-- inbox_prunable re-created so that it no longer holds failed markers: the
+-- walk, which finds the markers it deletes there, steps aside for the
+-- statement, which prunes them.
+BEGIN;
+DROP INDEX inbox_prunable;
+CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
+	WHERE state = 'processed';
+INSERT INTO inbox (message_id, consumer, state, processed_at)
+VALUES ('f-1', 'jobs', 'failed', now() - interval '30 days');
+SELECT inbox_prune() AS pruned;
+SELECT count(*) AS failed_left FROM inbox WHERE message_id = 'f-1';
+ROLLBACK;
+
+-- The guard finds the markers through the extension, not by name: a
+-- renamed table, or the owner of the schema dropping what it owns.
+CREATE ROLE regress_inbox_schema_admin SUPERUSER;
+ALTER TABLE inbox RENAME TO markers;
+DROP EXTENSION inbox;
+ALTER TABLE markers RENAME TO inbox;
+CREATE SCHEMA owned_by_admin AUTHORIZATION regress_inbox_schema_admin;
+TRUNCATE inbox;
+DROP EXTENSION inbox;
+CREATE EXTENSION inbox SCHEMA owned_by_admin;
+SELECT owned_by_admin.inbox_claim('o-1', 'credit');
+DROP OWNED BY regress_inbox_schema_admin CASCADE;
+TRUNCATE owned_by_admin.inbox;
+DROP OWNED BY regress_inbox_schema_admin CASCADE;
+DROP ROLE regress_inbox_schema_admin;

@@ -80,7 +80,9 @@ RESET ROLE;
 -- A role that runs the maintenance passes from its own scheduler needs
 -- (README, "Privileges") what the statements would: pruning reads and
 -- deletes markers, reclaiming reads and updates claims, both read the
--- consumers' settings.  Without one of them it is refused.
+-- consumers' settings.  Without one of them it is refused (by the
+-- statement, whose text the context would show: left out).
+\set SHOW_CONTEXT never
 CREATE ROLE regress_inbox_maintainer;
 GRANT EXECUTE ON FUNCTION inbox_prune(), inbox_reclaim() TO regress_inbox_maintainer;
 GRANT SELECT ON inbox_consumers TO regress_inbox_maintainer;
@@ -105,6 +107,7 @@ SET ROLE regress_inbox_maintainer;
 SELECT inbox_prune() AS pruned;
 RESET ROLE;
 SELECT count(*) AS m_1_left FROM inbox WHERE message_id = 'm-1';
+\set SHOW_CONTEXT errors
 
 -- What each two-phase function needs, besides EXECUTE (README,
 -- "Privileges", the table under the worker role): a role that completes

@@ -79,6 +79,35 @@ DROP TABLE decoy;
 ALTER INDEX inbox_prunable_real RENAME TO inbox_prunable;
 SELECT inbox_prune() AS pruned;
 
+-- A member object handed to a role that is not a superuser: its owner could
+-- add a trigger (or replace a function's body) that a superuser's claim
+-- would run, so the extension refuses to run until a superuser owns it
+-- again.
+ALTER TABLE inbox OWNER TO regress_inbox_schema_owner;
+SELECT inbox_claim('m-7', 'credit');
+ALTER TABLE inbox OWNER TO CURRENT_USER;
+ALTER FUNCTION inbox_retention_is_valid(interval) OWNER TO regress_inbox_schema_owner;
+SELECT inbox_claim('m-7', 'credit');
+ALTER FUNCTION inbox_retention_is_valid(interval) OWNER TO CURRENT_USER;
+SELECT inbox_claim('m-7', 'credit') AS claimed;
+
+-- A role with INSERT on the marker's columns only may claim, as it may
+-- insert: the INSERT checks its column privileges.
+CREATE ROLE regress_inbox_columns;
+GRANT EXECUTE ON FUNCTION inbox_claim(text, text) TO regress_inbox_columns;
+GRANT INSERT (message_id, consumer, state, received_at, processed_at)
+	ON inbox TO regress_inbox_columns;
+SET ROLE regress_inbox_columns;
+SELECT inbox_claim('m-8', 'credit') AS claimed;
+SELECT inbox_claim('m-8', 'credit') AS duplicate;
+RESET ROLE;
+REVOKE INSERT (processed_at) ON inbox FROM regress_inbox_columns;
+SET ROLE regress_inbox_columns;
+SELECT inbox_claim('m-9', 'credit');
+RESET ROLE;
+DROP OWNED BY regress_inbox_columns;
+DROP ROLE regress_inbox_columns;
+
 TRUNCATE inbox;
 DROP EXTENSION inbox;
 DROP ROLE regress_inbox_schema_owner;

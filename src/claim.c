@@ -107,16 +107,21 @@ static void claim_many_check_select(Relation heap, const InboxObjects *objects);
  *		apply to every claim.
  *
  * Sets *probe to whether the index may answer for existing markers, which
- * is false when row-level security applies to the caller, or when the
- * index is not ready, valid and live.  Returns the
+ * is false when row-level security applies to the caller, when the caller
+ * has only column privileges, or when the index is not ready, valid and
+ * live.  Returns the
  * table, locked in RowExclusiveLock like any INSERT's target.
  */
 static Relation
 claim_open(const char *caller, InboxObjects *objects, Relation *index,
 		   bool *probe)
 {
+	static const AttrNumber columns[] = {
+		INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER, INBOX_ATT_STATE,
+	INBOX_ATT_RECEIVED_AT, INBOX_ATT_PROCESSED_AT};
 	Relation	heap;
 	AclResult	aclresult;
+	bool		table_wide;
 
 	PreventCommandIfReadOnly(caller);
 
@@ -124,11 +129,18 @@ claim_open(const char *caller, InboxObjects *objects, Relation *index,
 
 	/*
 	 * The probe reads the index directly, so check here what the INSERT
-	 * would check, to give the same answer on both paths.
+	 * would check, to give the same answer on both paths.  A role with the
+	 * INSERT privilege on the marker's columns only is left to the INSERT,
+	 * which checks column privileges exactly.
 	 */
 	aclresult = pg_class_aclcheck(objects->table_oid, GetUserId(), ACL_INSERT);
-	if (aclresult != ACLCHECK_OK)
-		aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(heap));
+	table_wide = aclresult == ACLCHECK_OK;
+	for (int i = 0; !table_wide && i < lengthof(columns); i++)
+	{
+		if (pg_attribute_aclcheck(objects->table_oid, columns[i], GetUserId(),
+								  ACL_INSERT) != ACLCHECK_OK)
+			aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(heap));
+	}
 
 	*index = index_open(objects->key_index_oid, RowExclusiveLock);
 
@@ -137,7 +149,7 @@ claim_open(const char *caller, InboxObjects *objects, Relation *index,
 	 * (not being built by REINDEX CONCURRENTLY, say); otherwise the INSERT
 	 * decides alone.
 	 */
-	*probe = inbox_index_is_usable(*index) &&
+	*probe = table_wide && inbox_index_is_usable(*index) &&
 		!(heap->rd_rel->relrowsecurity &&
 		  check_enable_rls(objects->table_oid, InvalidOid, false) == RLS_ENABLED);
 	return heap;

@@ -27,22 +27,26 @@
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "commands/user.h"
 #include "executor/tuptable.h"
 #include "nodes/parsenodes.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "inbox.h"
 
 PG_FUNCTION_INFO_V1(inbox_guard_drop);
 
 static bool drop_takes_extension(Node *parsetree, Oid schema, Oid owner);
-static bool table_has_markers(Oid schema);
+static Oid	markers_table(HeapTuple extension);
+static bool table_has_markers(Oid table);
 
 /*
  * drop_takes_extension
@@ -77,29 +81,74 @@ drop_takes_extension(Node *parsetree, Oid schema, Oid owner)
 		}
 	}
 	else if (IsA(parsetree, DropOwnedStmt))
-		return list_member_oid(roleSpecsToIds(((DropOwnedStmt *) parsetree)->roles),
-							   owner);
+	{
+		List	   *roles = roleSpecsToIds(((DropOwnedStmt *) parsetree)->roles);
+		HeapTuple	tuple;
+		Oid			schema_owner = InvalidOid;
+
+		tuple = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(schema));
+		if (HeapTupleIsValid(tuple))
+		{
+			schema_owner = ((Form_pg_namespace) GETSTRUCT(tuple))->nspowner;
+			ReleaseSysCache(tuple);
+		}
+		/* The extension's owner, or its schema's: that drops the schema. */
+		return list_member_oid(roles, owner) ||
+			list_member_oid(roles, schema_owner);
+	}
 	return false;
 }
 
 /*
+ * markers_table
+ *		The extension's table of markers: among the tables it registered for
+ *		pg_dump (pg_extension.extconfig), the one with a message_id column.
+ *		Found by membership, not by name: a renamed or moved table is still
+ *		dropped with the extension.
+ */
+static Oid
+markers_table(HeapTuple extension)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	Datum		datum;
+	bool		isnull;
+	Oid		   *tables;
+	int			ntables;
+	Oid			found = InvalidOid;
+
+	datum = heap_getattr(extension, Anum_pg_extension_extconfig,
+						 RelationGetDescr(rel), &isnull);
+	table_close(rel, AccessShareLock);
+	if (isnull)
+		return InvalidOid;
+	tables = (Oid *) ARR_DATA_PTR(DatumGetArrayTypeP(datum));
+	ntables = ArrayGetNItems(ARR_NDIM(DatumGetArrayTypeP(datum)),
+							 ARR_DIMS(DatumGetArrayTypeP(datum)));
+	for (int i = 0; i < ntables && !OidIsValid(found); i++)
+	{
+		if (get_rel_relkind(tables[i]) == RELKIND_RELATION &&
+			get_attnum(tables[i], "message_id") != InvalidAttrNumber)
+			found = tables[i];
+	}
+	return found;
+}
+
+/*
  * table_has_markers
- *		Does the extension's inbox table hold a row any snapshot could see?
- *		Read with a fresh snapshot: a marker committed a moment ago counts.
+ *		Does the table hold a row?  Locked first, as the DROP will lock it:
+ *		a claim still in progress then commits (and counts) or rolls back
+ *		before we look, with a fresh snapshot.
  */
 static bool
-table_has_markers(Oid schema)
+table_has_markers(Oid table)
 {
-	Oid			table = get_relname_relid(INBOX_TABLE_NAME, schema);
 	Relation	rel;
 	TableScanDesc scan;
 	TupleTableSlot *slot;
 	Snapshot	snapshot;
 	bool		found;
 
-	if (!OidIsValid(table))
-		return false;
-	rel = table_open(table, AccessShareLock);
+	rel = table_open(table, AccessExclusiveLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, snapshot, 0, NULL);
@@ -107,7 +156,7 @@ table_has_markers(Oid schema)
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
 	UnregisterSnapshot(snapshot);
-	table_close(rel, AccessShareLock);
+	table_close(rel, NoLock);
 	return found;
 }
 
@@ -125,8 +174,9 @@ inbox_guard_drop(PG_FUNCTION_ARGS)
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
-	Oid			schema;
-	Oid			owner;
+	Oid			schema = InvalidOid;
+	Oid			owner = InvalidOid;
+	Oid			table = InvalidOid;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -139,24 +189,26 @@ inbox_guard_drop(PG_FUNCTION_ARGS)
 				F_NAMEEQ, CStringGetDatum(INBOX_EXTENSION_NAME));
 	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
 	tuple = systable_getnext(scan);
-	schema = HeapTupleIsValid(tuple) ?
-		((Form_pg_extension) GETSTRUCT(tuple))->extnamespace : InvalidOid;
-	owner = HeapTupleIsValid(tuple) ?
-		((Form_pg_extension) GETSTRUCT(tuple))->extowner : InvalidOid;
+	if (HeapTupleIsValid(tuple))
+	{
+		schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+		owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
+		table = markers_table(tuple);
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	if (!OidIsValid(schema))
+	if (!OidIsValid(table))
 		PG_RETURN_VOID();
 
 	if (drop_takes_extension(trigdata->parsetree, schema, owner) &&
-		table_has_markers(schema))
+		table_has_markers(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
 				 errmsg("cannot drop extension \"%s\" while its table holds markers",
 						INBOX_EXTENSION_NAME),
 				 errdetail("Without its markers, every message that a broker can still deliver again would be processed again."),
 				 errhint("To delete the markers on purpose, run TRUNCATE %s.%s first.",
-						 quote_identifier(get_namespace_name(schema)),
-						 INBOX_TABLE_NAME)));
+						 quote_identifier(get_namespace_name(get_rel_namespace(table))),
+						 quote_identifier(get_rel_name(table)))));
 	PG_RETURN_VOID();
 }

@@ -118,7 +118,7 @@ define_settings(void)
 							"Default time processed and failed markers are kept.",
 							"Used when inbox_configure gives none for the consumer.",
 							&inbox_retention,
-							7 * 24 * 60, 1, INT_MAX,
+							7 * 24 * 60, 1, INBOX_RETENTION_MAX_SECONDS / 60,
 							PGC_SUSET, GUC_UNIT_MIN,
 							NULL, NULL, NULL);
 

@@ -303,6 +303,8 @@ extern void inbox_objects_init(void);
 extern void inbox_objects_forget(void);
 extern bool inbox_schema_is_trusted(bool *installed);
 extern bool inbox_index_is_usable(Relation index);
+extern bool inbox_index_holds_all(Oid index_oid, const InboxObjects *objects,
+								  Oid state);
 extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);

@@ -56,7 +56,7 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 	SPIPlanPtr	plan;
 
 	plan = inbox_plan(&reclaim_plan, objects,
-					  "UPDATE %1$s.inbox i SET"
+					  "UPDATE ONLY %1$s.inbox i SET"
 					  " state = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
 					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
 					  " processed_at = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
@@ -65,7 +65,7 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 					  "  i.attempts" INBOX_CONCAT "' of '" INBOX_CONCAT MAX_ATTEMPTS ","
 					  " lease_until = NULL"
 					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
-					  "  SELECT x.ctid FROM %1$s.inbox x"
+					  "  SELECT x.ctid FROM ONLY %1$s.inbox x"
 					  "  WHERE x.state" INBOX_EQ "'claimed'"
 					  "  AND x.lease_until" INBOX_LE "$1"
 					  "  LIMIT $3"

@@ -23,8 +23,8 @@
  * Invalidation: a relcache callback marks the cache stale whenever the
  * relcache entry of the inbox table, its key index or inbox_consumers is
  * invalidated (ALTER TABLE, DROP EXTENSION, ALTER EXTENSION ... SET SCHEMA,
- * or a full reset); syscache callbacks do when any schema, role or
- * database changes (a schema rename or new owner sends no relcache
+ * or a full reset); syscache callbacks do when any schema, role, database,
+ * function or type changes (a schema rename or new owner sends no relcache
  * invalidation, and a role may lose its superuser attribute).  The
  * callbacks only clear a flag: they can run at any lock acquisition, so
  * they must not free anything a caller might be using.  inbox_open_table()
@@ -47,7 +47,11 @@
 #include "catalog/dependency.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_am.h"
+#include "catalog/objectaddress.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_extension.h"
@@ -124,6 +128,8 @@ static bool objects_equal(const InboxObjects *a, const InboxObjects *b);
 static Oid	index_of_table(const char *name, Oid schema, Oid table);
 static Oid	member_relation(const char *name, Oid schema, Oid extension);
 static bool schema_is_trusted(Oid schema);
+static bool key_is_proper(Oid index);
+static ObjectAddress member_not_owned_by_superuser(Oid extension);
 static InboxIndexHolds index_holds_compute(Oid index_oid,
 										   const InboxObjects *objects,
 										   Oid state);
@@ -147,6 +153,10 @@ inbox_objects_init(void)
 								  (Datum) 0);
 	CacheRegisterSyscacheCallback(DATABASEOID, objects_invalidate_syscache,
 								  (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, objects_invalidate_syscache,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(TYPEOID, objects_invalidate_syscache,
+								  (Datum) 0);
 }
 
 /*
@@ -164,8 +174,9 @@ inbox_objects_forget(void)
 
 /*
  * objects_invalidate
- *		Relcache callback: forget the cached OIDs when the table or its key
- *		index changes (a renamed key must be noticed: errors name it).
+ *		Relcache callback: forget the cached OIDs when any relation they
+ *		name changes (a renamed key must be noticed: errors name it; a
+ *		sequence dropped and created again has a new OID).
  *
  * relid is InvalidOid when the whole relcache is being reset.
  */
@@ -174,7 +185,12 @@ objects_invalidate(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == objects_cache.table_oid ||
 		relid == objects_cache.key_index_oid ||
-		relid == objects_cache.consumers_oid)
+		relid == objects_cache.id_sequence_oid ||
+		relid == objects_cache.open_claims_oid ||
+		relid == objects_cache.prunable_oid ||
+		relid == objects_cache.token_sequence_oid ||
+		relid == objects_cache.consumers_oid ||
+		relid == objects_cache.consumers_key_oid)
 	{
 		objects_cache_valid = false;
 		index_holds_cached = 0;
@@ -292,6 +308,98 @@ inbox_schema_is_trusted(bool *installed)
 }
 
 /*
+ * member_not_owned_by_superuser
+ *		A relation, function or type of the extension that a role that is
+ *		not a superuser owns, or an invalid address.  Such an owner could
+ *		add a trigger or an index expression to a table, or replace a
+ *		function's body, and have a superuser's session run it.
+ */
+static ObjectAddress
+member_not_owned_by_superuser(Oid extension)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tuple;
+	ObjectAddress found = {InvalidOid, InvalidOid, 0};
+
+	rel = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(ExtensionRelationId));
+	ScanKeyInit(&keys[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(extension));
+	scan = systable_beginscan(rel, DependReferenceIndexId, true, NULL, 2, keys);
+	while (!OidIsValid(found.objectId) &&
+		   HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tuple);
+		int			cacheid;
+		AttrNumber	owner_column;
+		HeapTuple	object;
+		bool		isnull;
+		Oid			owner;
+
+		if (dep->deptype != DEPENDENCY_EXTENSION)
+			continue;
+		if (dep->classid == RelationRelationId)
+		{
+			cacheid = RELOID;
+			owner_column = Anum_pg_class_relowner;
+		}
+		else if (dep->classid == ProcedureRelationId)
+		{
+			cacheid = PROCOID;
+			owner_column = Anum_pg_proc_proowner;
+		}
+		else if (dep->classid == TypeRelationId)
+		{
+			cacheid = TYPEOID;
+			owner_column = Anum_pg_type_typowner;
+		}
+		else
+			continue;
+
+		object = SearchSysCache1(cacheid, ObjectIdGetDatum(dep->objid));
+		if (!HeapTupleIsValid(object))
+			continue;
+		owner = DatumGetObjectId(SysCacheGetAttr(cacheid, object, owner_column,
+												 &isnull));
+		ReleaseSysCache(object);
+		if (!superuser_arg(owner))
+			ObjectAddressSet(found, dep->classid, dep->objid);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * key_is_proper
+ *		Is this index what the claims rely on: unique and checked at once,
+ *		a btree on exactly (message_id, consumer) in the "C" collation,
+ *		without expressions or a predicate?  A key re-created otherwise
+ *		(another column order, not unique, deferrable) would make the probe
+ *		miss duplicates or the insert loop on them.
+ */
+static bool
+key_is_proper(Oid index)
+{
+	static const AttrNumber columns[] = {INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
+	Relation	rel = index_open(index, AccessShareLock);
+	Form_pg_index form = rel->rd_index;
+	bool		proper;
+
+	proper = form->indisunique && form->indimmediate &&
+		form->indnkeyatts == lengthof(columns) &&
+		inbox_index_is(rel, lengthof(columns), columns) &&
+		heap_attisnull(rel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+		rel->rd_indcollation[0] == C_COLLATION_OID &&
+		rel->rd_indcollation[1] == C_COLLATION_OID;
+	index_close(rel, AccessShareLock);
+	return proper;
+}
+
+/*
  * index_of_table
  *		The index of this name in schema, if it is an index of table;
  *		InvalidOid otherwise.  A name alone proves nothing: an index of
@@ -369,6 +477,7 @@ objects_lookup(void)
 	Oid			table;
 	Oid			key_index;
 	Oid			state_type;
+	ObjectAddress untrusted;
 	InboxObjects found;
 
 	if (!schema_is_trusted(schema))
@@ -379,8 +488,25 @@ objects_lookup(void)
 				 errdetail("Whoever owns the schema could replace the extension's objects, and have a superuser's session or the maintenance worker use them."),
 				 errhint("Make a superuser the schema's owner with ALTER SCHEMA ... OWNER TO, or install the extension in a schema a superuser owns.")));
 
+	untrusted = member_not_owned_by_superuser(extension);
+	if (OidIsValid(untrusted.objectId))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("%s of extension \"%s\" is owned by a role that is not a superuser",
+						getObjectDescription(&untrusted, false),
+						INBOX_EXTENSION_NAME),
+				 errdetail("Its owner could have its own code run by a superuser's session or the maintenance worker."),
+				 errhint("Make a superuser its owner again.")));
+
 	table = member_relation(INBOX_TABLE_NAME, schema, extension);
 	key_index = index_of_table(INBOX_KEY_NAME, schema, table);
+	if (OidIsValid(key_index) && !key_is_proper(key_index))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"%s\" of extension \"%s\" is not the table's key",
+						INBOX_KEY_NAME, INBOX_EXTENSION_NAME),
+				 errdetail("The claims need a unique, immediate btree index on (message_id, consumer), without expressions or a predicate."),
+				 errhint("Restore the primary key as inbox.sql creates it.")));
 	if (!OidIsValid(table) || !OidIsValid(key_index) || schema_name == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -488,6 +614,7 @@ inbox_table_is_plain(Relation heap, const InboxObjects *objects)
 	TupleDesc	desc = RelationGetDescr(heap);
 
 	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+		heap->rd_rel->relispartition ||
 		heap->trigdesc != NULL ||
 		heap->rd_rules != NULL ||
 		desc->natts != INBOX_NATTS ||
@@ -680,6 +807,18 @@ index_holds(Oid index_oid, const InboxObjects *objects, Oid state)
 }
 
 /*
+ * inbox_index_holds_all
+ *		Does this index of the table hold an entry for every row in this
+ *		state?  For the prune walk, which finds the markers it deletes in
+ *		inbox_prunable.  The table must be locked.
+ */
+bool
+inbox_index_holds_all(Oid index_oid, const InboxObjects *objects, Oid state)
+{
+	return index_holds(index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL;
+}
+
+/*
  * inbox_open_state_index
  *		For the paths that form a row's index entries themselves (marker.c,
  *		twophase_fast.c): the index besides the key that a row in this
@@ -758,7 +897,9 @@ inbox_is_key_violation(const ErrorData *edata, const InboxObjects *objects)
  * The plan cache parses the query again under the caller's search_path
  * whenever that path changes, so the query text must name everything
  * explicitly: objects in %1$s, functions in pg_catalog, operators with the
- * INBOX_EQ family of macros.
+ * INBOX_EQ family of macros.  The table is read and changed as ONLY
+ * %1$s.inbox: a table someone made inherit from it is not the extension's,
+ * and a row pointer (ctid) names a row of one table only.
  */
 SPIPlanPtr
 inbox_plan(InboxPlan *cached, const InboxObjects *objects,

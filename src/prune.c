@@ -108,6 +108,7 @@ typedef struct PruneWalk
 	TupleTableSlot *slot;
 	text	   *consumer;		/* the current consumer; NULL before the
 								 * first */
+	bool		consumer_fits;	/* does the position have room for it? */
 	int64		limit;			/* how many markers and consumers the batch
 								 * may handle */
 	int64		handled;		/* how many it has: markers deleted or
@@ -151,18 +152,18 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
-	" SELECT COALESCE($4, (SELECT consumer FROM %1$s.inbox" \
+	" SELECT COALESCE($4, (SELECT consumer FROM ONLY %1$s.inbox" \
 	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  ORDER BY consumer LIMIT 1))" \
 	" UNION ALL" \
-	" SELECT (SELECT i.consumer FROM %1$s.inbox i" \
+	" SELECT (SELECT i.consumer FROM ONLY %1$s.inbox i" \
 	"  WHERE i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  AND i.consumer" INBOX_GT "c.consumer" \
 	"  ORDER BY i.consumer LIMIT 1)" \
 	" FROM consumers c WHERE c.consumer IS NOT NULL)" \
 	" SELECT d.tid, c.consumer, d.processed_at, d.id" \
 	" FROM consumers c CROSS JOIN LATERAL (" \
-	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM %1$s.inbox i" \
+	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY %1$s.inbox i" \
 	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
 	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  AND ROW(i.processed_at, i.id)" INBOX_GE "ROW(" \
@@ -229,8 +230,9 @@ prune_check_privilege(Relation rel)
  * order, so the index must be the one inbox.sql created too: ready, valid
  * and live (not one CREATE INDEX CONCURRENTLY is still building), a btree
  * on (consumer, processed_at, id) in ascending order, with the default
- * operator classes, consumer in the "C" collation.  Its predicate is not
- * relied on: the walk checks each marker's state itself.
+ * operator classes, consumer in the "C" collation, and holding every
+ * processed and failed marker (its predicate proves it; the walk checks
+ * each marker's state itself besides).
  */
 static Relation
 prune_open_index(Relation heap, const InboxObjects *objects)
@@ -252,9 +254,23 @@ prune_open_index(Relation heap, const InboxObjects *objects)
 		!inbox_table_is_plain(heap, objects))
 		return NULL;
 
+	/*
+	 * The walk deletes as the statement would only for a caller with the
+	 * table-wide privileges; one with column privileges gets the statement,
+	 * which checks them precisely.
+	 */
+	if (pg_class_aclmask(objects->table_oid, GetUserId(),
+						 ACL_SELECT | ACL_DELETE, ACLMASK_ALL) !=
+		(ACL_SELECT | ACL_DELETE))
+		return NULL;
+
 	index = index_open(objects->prunable_oid, AccessShareLock);
 	if (!inbox_index_is(index, lengthof(columns), columns) ||
 		!inbox_index_is_usable(index) ||
+		!inbox_index_holds_all(objects->prunable_oid, objects,
+							   objects->processed_oid) ||
+		!inbox_index_holds_all(objects->prunable_oid, objects,
+							   objects->failed_oid) ||
 		index->rd_indcollation[0] != C_COLLATION_OID)
 	{
 		index_close(index, AccessShareLock);
@@ -478,6 +494,15 @@ prune_next_consumer(PruneWalk *walk)
 	if (walk->consumer != NULL)
 		pfree(walk->consumer);
 	walk->consumer = consumer;
+	walk->consumer_fits = VARSIZE_ANY_EXHDR(consumer) <= INBOX_CONSUMER_MAX_BYTES;
+	if (!walk->consumer_fits)
+		ereport(WARNING,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("inbox consumer of %zu bytes is not pruned",
+						VARSIZE_ANY_EXHDR(consumer)),
+				 errdetail("Consumers are at most %d bytes long; a marker written past the functions has a longer one.",
+						   INBOX_CONSUMER_MAX_BYTES),
+				 errhint("Delete its markers by hand.")));
 	walk->position_consumer_set = prune_is_position_consumer(walk, consumer);
 	if (walk->position_consumer_set)
 	{
@@ -523,6 +548,11 @@ prune_next_consumer(PruneWalk *walk)
  * with nothing to prune must not make one batch, and the snapshot it
  * holds, last for seconds.  A walk that stops there leaves the position
  * after that consumer's last possible marker, where the next batch goes on.
+ *
+ * A consumer too long for the position (only a row written by hand, past
+ * the functions' checks, can have one) is passed over with a WARNING, its
+ * markers kept: a batch that ended on it could not say where the next one
+ * starts, and every batch would start over and end there again.
  */
 static bool
 prune_walk_next(PruneWalk *walk)
@@ -534,7 +564,7 @@ prune_walk_next(PruneWalk *walk)
 	{
 		if (walk->handled >= walk->limit)
 			return false;
-		while (walk->consumer != NULL &&
+		while (walk->consumer != NULL && walk->consumer_fits &&
 			   index_getnext_slot(walk->markers, ForwardScanDirection, slot))
 		{
 			if (!prune_slot_is_final(walk))
@@ -549,7 +579,7 @@ prune_walk_next(PruneWalk *walk)
 			position->id = DatumGetInt64(slot->tts_values[INBOX_ATT_ID - 1]);
 			return true;
 		}
-		if (walk->consumer != NULL)
+		if (walk->consumer != NULL && walk->consumer_fits)
 		{
 			if (!walk->position_consumer_set)
 			{
@@ -749,7 +779,7 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	plan = inbox_plan(&delete_plan, objects,
 					  "WITH doomed AS ("
 					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
-					  " DELETE FROM %1$s.inbox"
+					  " DELETE FROM ONLY %1$s.inbox"
 					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
 					  " RETURNING consumer, processed_at, id",
 					  PRUNE_NARGS, prune_argtypes);

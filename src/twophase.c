@@ -324,7 +324,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	/* 1. A final state answers without a lock. */
 	row_plan = inbox_plan(&begin_row_plan, &objects,
 						  "SELECT state::pg_catalog.text, lease_until"
-						  " FROM %1$s.inbox"
+						  " FROM ONLY %1$s.inbox"
 						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
 						  2, argtypes);
 	if (twophase_row_answers(row_plan, values, now, result) &&
@@ -504,7 +504,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 
 	twophase_start("inbox_extend()", &objects);
 	plan = inbox_plan(&extend_plan, &objects,
-					  "UPDATE %1$s.inbox"
+					  "UPDATE ONLY %1$s.inbox"
 					  " SET lease_until = $4" INBOX_PLUS CONSUMER_LEASE("$2", "$5", "$6")
 					  CLAIM_WITH_TOKEN STATE_IS("claimed"),
 					  6, argtypes);
@@ -554,7 +554,7 @@ inbox_complete(PG_FUNCTION_ARGS)
 
 	SPI_connect();
 	plan = inbox_plan(&complete_plan, &objects,
-					  "UPDATE %1$s.inbox"
+					  "UPDATE ONLY %1$s.inbox"
 					  " SET state = 'processed', processed_at = $4, lease_until = NULL"
 					  CLAIM_WITH_TOKEN STATE_IS("claimed"),
 					  4, argtypes);
@@ -574,7 +574,7 @@ inbox_complete(PG_FUNCTION_ARGS)
 	if (!completed)
 	{
 		plan = inbox_plan(&completed_plan, &objects,
-						  "SELECT 1 FROM %1$s.inbox"
+						  "SELECT 1 FROM ONLY %1$s.inbox"
 						  CLAIM_WITH_TOKEN STATE_IS("processed"),
 						  3, argtypes);
 		if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
@@ -610,7 +610,7 @@ inbox_fail(PG_FUNCTION_ARGS)
 
 	twophase_start("inbox_fail()", &objects);
 	plan = inbox_plan(&fail_plan, &objects,
-					  "UPDATE %1$s.inbox"
+					  "UPDATE ONLY %1$s.inbox"
 					  " SET state = CASE WHEN attempts" INBOX_GE
 					  CONSUMER_MAX_ATTEMPTS("$2", "$5")
 					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
@@ -675,12 +675,12 @@ inbox_next(PG_FUNCTION_ARGS)
 					  " SELECT " CONSUMER_LEASE("$1", "$3", "$5") " AS lease,"
 					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
 					  " taken AS ("
-					  " UPDATE %1$s.inbox i SET state = 'claimed',"
+					  " UPDATE ONLY %1$s.inbox i SET state = 'claimed',"
 					  " token = pg_catalog.nextval($7),"
 					  " lease_until = $2" INBOX_PLUS "(SELECT lease FROM settings),"
 					  " attempts = i.attempts" INBOX_PLUS "1"
 					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
-					  "  SELECT x.ctid FROM %1$s.inbox x"
+					  "  SELECT x.ctid FROM ONLY %1$s.inbox x"
 					  "  WHERE x.consumer" INBOX_EQ "$1"
 					  "  AND (x.state" INBOX_EQ "'released' OR (x.state" INBOX_EQ "'claimed'"
 					  "   AND x.lease_until" INBOX_LE "$2))"

@@ -42,10 +42,12 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_index.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -141,7 +143,9 @@ consumer_lease(const InboxObjects *objects, text *consumer,
 	}
 
 	index = index_open(objects->consumers_key_oid, AccessShareLock);
-	if (!inbox_index_is(index, lengthof(key_columns), key_columns))
+	if (!inbox_index_is_usable(index) ||
+		!inbox_index_is(index, lengthof(key_columns), key_columns) ||
+		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
 	{
 		index_close(index, NoLock);
 		table_close(rel, NoLock);
