@@ -358,3 +358,9 @@ REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval
 REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;
+
+-- Monitoring roles read the figures, as they read pg_stat_statements'.
+-- inbox_worker_status() shows them every database's (pg_monitor has the
+-- privileges of pg_read_all_stats); other grantees, their own database's.
+GRANT EXECUTE ON FUNCTION inbox_worker_status() TO pg_monitor;
+GRANT SELECT ON inbox_stats TO pg_monitor;
