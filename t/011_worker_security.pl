@@ -1,7 +1,7 @@
 # The maintenance worker runs user code as the inbox table's owner, never
 # as a superuser: a table owner who is not a superuser adds a trigger, then
-# an index expression, that try to make it a superuser during the worker's
-# reclaim.  And the worker's figures are shown to whom they concern: a
+# an index expression, then a rule, that try to make it a superuser during
+# the worker's reclaim.  And the worker's figures are shown to whom they concern: a
 # grantee sees its own database's, pg_monitor every database's, and
 # pg_monitor may read inbox_stats.
 use strict;
@@ -41,6 +41,7 @@ $node->safe_psql(
 	-- Two claims, with leases long enough to outlive the set-up.
 	SELECT ext.inbox_begin('job-1', 'jobs', interval '1 hour');
 	SELECT ext.inbox_begin('job-2', 'jobs', interval '1 hour');
+	SELECT ext.inbox_begin('job-3', 'jobs', interval '1 hour');
 });
 
 # spy() notes who runs it, and tries to make the attacker a superuser.
@@ -126,6 +127,16 @@ $node->safe_psql(
 $node->safe_psql('app', 'REVOKE CREATE ON SCHEMA ext FROM attacker');
 expire('job-2');
 reclaimed('job-2', 'index');
+
+# A rule.
+$node->safe_psql(
+	'app', q{
+	DROP INDEX ext.spy;
+	CREATE RULE spy AS ON UPDATE TO ext.inbox DO ALSO SELECT att.spy('rule');
+	},
+	extra_params => [ '-U', 'attacker' ]);
+expire('job-3');
+reclaimed('job-3', 'rule');
 
 # The worker's figures: a grantee without pg_read_all_stats sees its own
 # database only; pg_monitor sees them all, and reads inbox_stats.
