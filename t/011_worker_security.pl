@@ -1,7 +1,7 @@
 # The maintenance worker runs user code as the inbox table's owner, never
 # as a superuser: a table owner who is not a superuser adds a trigger, then
-# an index expression, then a rule, that try to make it a superuser during
-# the worker's reclaim.  And the worker's figures are shown to whom they concern: a
+# an index expression, a rule, then a deferred trigger, that try to make it
+# a superuser during the worker's reclaim.  And the worker's figures are shown to whom they concern: a
 # grantee sees its own database's, pg_monitor every database's, and
 # pg_monitor may read inbox_stats.
 use strict;
@@ -42,6 +42,7 @@ $node->safe_psql(
 	SELECT ext.inbox_begin('job-1', 'jobs', interval '1 hour');
 	SELECT ext.inbox_begin('job-2', 'jobs', interval '1 hour');
 	SELECT ext.inbox_begin('job-3', 'jobs', interval '1 hour');
+	SELECT ext.inbox_begin('job-4', 'jobs', interval '1 hour');
 });
 
 # spy() notes who runs it, and tries to make the attacker a superuser.
@@ -137,6 +138,37 @@ $node->safe_psql(
 	extra_params => [ '-U', 'attacker' ]);
 expire('job-3');
 reclaimed('job-3', 'rule');
+
+# A deferred constraint trigger, which would fire at COMMIT, after the
+# batch, with the worker's own rights: core refuses to queue it within a
+# security-restricted operation, so the pass fails (the owner's doing), and
+# says why.
+$node->safe_psql(
+	'app', q{
+	DROP RULE spy ON ext.inbox;
+	CREATE FUNCTION att.at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM att.spy('deferred');
+		RETURN NULL;
+	END
+	$$;
+	CREATE CONSTRAINT TRIGGER spy AFTER UPDATE ON ext.inbox
+		DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW EXECUTE FUNCTION att.at_commit();
+	},
+	extra_params => [ '-U', 'attacker' ]);
+expire('job-4');
+ok( $node->poll_query_until(
+		'app', q{
+		SELECT last_error = 'cannot fire deferred trigger within security-restricted operation'
+		FROM ext.inbox_worker_status() WHERE database = 'app'}),
+	'deferred: the pass fails, and says why')
+  or diag $node->safe_psql('app', 'SELECT * FROM ext.inbox_worker_status()');
+is($node->safe_psql('app', 'SELECT count(*) FROM att.seen'),
+	'0', 'deferred: the trigger did not run');
+is( $node->safe_psql(
+		'postgres', q{SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'}),
+	'f', 'deferred: the attacker did not become a superuser');
 
 # The worker's figures: a grantee without pg_read_all_stats sees its own
 # database only; pg_monitor sees them all, and reads inbox_stats.
