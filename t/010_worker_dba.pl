@@ -1,6 +1,6 @@
 # The maintenance worker gives way to DBA work on a database: a plain DROP
-# DATABASE (no FORCE) and CREATE DATABASE ... TEMPLATE succeed within a few
-# seconds while the worker works through a large backlog there, whether it
+# DATABASE (no FORCE), CREATE DATABASE ... TEMPLATE and ALTER DATABASE ...
+# RENAME succeed within a few seconds while the worker works through a large backlog there, whether it
 # is pausing between batches or running them, and the worker comes back at
 # the next pass.  (Core's DROP DATABASE waits only 5 seconds for other
 # connections to go, and signals only autovacuum workers.)
@@ -89,13 +89,20 @@ is($ret, 0, 'CREATE DATABASE ... TEMPLATE succeeds while the worker is busy ther
 cmp_ok($elapsed, '<', 15, 'within seconds');
 note sprintf('CREATE DATABASE ... TEMPLATE took %.2f s', $elapsed);
 
+# ALTER DATABASE ... RENAME, once the worker is back at its backlog.
+wait_for_busy_worker('source', 20000);
+($ret, $err, $elapsed) = timed('ALTER DATABASE source RENAME TO renamed');
+is($ret, 0, 'ALTER DATABASE ... RENAME succeeds while the worker is busy there')
+  or diag $err;
+note sprintf('ALTER DATABASE ... RENAME took %.2f s', $elapsed);
+
 # The worker comes back to both databases and finishes the work.
 $node->safe_psql('postgres', q{
 	ALTER SYSTEM SET inbox.batch_size = 10000;
 	ALTER SYSTEM SET inbox.batch_delay = 0;
 });
 $node->reload;
-ok($node->poll_query_until('source', 'SELECT count(*) = 0 FROM inbox'),
+ok($node->poll_query_until('renamed', 'SELECT count(*) = 0 FROM inbox'),
 	'the worker comes back to the template database at a later pass');
 ok($node->poll_query_until('copy', 'SELECT count(*) = 0 FROM inbox'),
 	'and serves the copy');
