@@ -683,7 +683,8 @@ worker_pause(void)
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
 		if (remaining <= 0)
 			return true;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Min(remaining, WORKER_WANTED_POLL_MS),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
