@@ -199,6 +199,13 @@ ok($node->wait_for_log(
 	'an entry that matches no database is reported');
 ok($node->log_contains(qr/HINT:  .*"MyApp".*double-quote/),
 	'with a hint when a mixed-case name was left unquoted');
+my $good = passes('good');
+ok( $node->poll_query_until('postgres',
+		qq{SELECT passes >= $good + 2 FROM inbox_worker_status() WHERE database = 'good'}),
+	'the other database listed is served');
+my $warnings = () = slurp_file($node->logfile) =~
+  /WARNING:  database "myapp" named in "inbox.databases" does not exist/g;
+is($warnings, 1, 'the entry is reported once, not at every pass');
 $node->safe_psql('postgres', q{ALTER SYSTEM SET inbox.databases = '"MyApp", good'});
 $node->reload;
 ok( $node->poll_query_until('postgres',
