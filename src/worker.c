@@ -28,7 +28,7 @@
  * while it starts, and then wait only 5 seconds for the other connections
  * to leave (they signal autovacuum workers alone).  So each batch takes that
  * lock conditionally and holds it to its end, and the pause between two
- * batches tries it every WORKER_WANTED_POLL_MS: a worker that cannot have it
+ * batches tries it every INBOX_WANTED_POLL_MS: a worker that cannot have it
  * ends its pass at once, and such a command waits for at most the batch in
  * progress, then finds the worker gone.  The launcher does not start a
  * worker in a database someone holds that way.
@@ -97,7 +97,7 @@
  * wants its database; DROP DATABASE waits 5 seconds for it, checking every
  * 100 ms.
  */
-#define WORKER_WANTED_POLL_MS	100
+#define INBOX_WANTED_POLL_MS	100
 
 /* A database the launcher will serve. */
 typedef struct LauncherDatabase
@@ -685,7 +685,7 @@ worker_pause(void)
 			return true;
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(remaining, WORKER_WANTED_POLL_MS),
+						 Min(remaining, INBOX_WANTED_POLL_MS),
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
