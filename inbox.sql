@@ -359,3 +359,13 @@ REVOKE ALL ON FUNCTION inbox_guard_drop() FROM PUBLIC;
 -- The CHECK constraints' functions stay callable by PUBLIC (see above).
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;
+
+-- Monitoring roles read the figures, as they read pg_stat_statements'.
+-- inbox_worker_status() shows them every database's (pg_monitor has the
+-- privileges of pg_read_all_stats); other grantees, their own database's.
+GRANT EXECUTE ON FUNCTION inbox_worker_status() TO pg_monitor;
+GRANT SELECT ON inbox_stats TO pg_monitor;
+-- inbox_stats runs with its reader's rights (security_invoker), so the
+-- monitoring roles may read the columns it counts: consumers and states,
+-- never message ids, payloads or errors.
+GRANT SELECT (consumer, state, received_at, lease_until) ON inbox TO pg_monitor;

@@ -301,7 +301,7 @@ extern void inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 /* objects.c */
 extern void inbox_objects_init(void);
 extern void inbox_objects_forget(void);
-extern bool inbox_schema_is_trusted(bool *installed);
+extern bool inbox_objects_trusted(void);
 extern bool inbox_index_is_usable(Relation index);
 extern bool inbox_index_holds_all(Oid index_oid, const InboxObjects *objects,
 								  Oid state);

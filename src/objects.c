@@ -279,35 +279,6 @@ schema_is_trusted(Oid schema)
 }
 
 /*
- * inbox_schema_is_trusted
- *		Is the extension installed, in a schema only a superuser controls?
- *		Sets *installed.  For the background worker, which skips a database
- *		it must not serve instead of failing there.
- */
-bool
-inbox_schema_is_trusted(bool *installed)
-{
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tuple;
-	Oid			schema = InvalidOid;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum(INBOX_EXTENSION_NAME));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
-		schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	*installed = OidIsValid(schema);
-	return *installed && schema_is_trusted(schema);
-}
-
-/*
  * member_not_owned_by_superuser
  *		A relation, function or type of the extension that a role that is
  *		not a superuser owns, or an invalid address.  Such an owner could
@@ -371,6 +342,23 @@ member_not_owned_by_superuser(Oid extension)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return found;
+}
+
+/*
+ * inbox_objects_trusted
+ *		Do only superusers control the extension's schema and objects?  The
+ *		check objects_lookup makes, without an error: for the background
+ *		worker, which skips a database it must not serve.  The extension
+ *		must be installed.
+ */
+bool
+inbox_objects_trusted(void)
+{
+	Oid			extension = InvalidOid;
+	Oid			schema = objects_extension_schema(&extension);
+
+	return schema_is_trusted(schema) &&
+		!OidIsValid(member_not_owned_by_superuser(extension).objectId);
 }
 
 /*

@@ -5,9 +5,15 @@
  *
  * One slot per database the worker served: when its last pass started and
  * ended, how many markers it pruned and claims it reclaimed, and the error
- * that ended it, if any; and the totals since the server started.  There is no history table (it would need pruning
- * itself); these figures are what inbox_worker_status() shows.  They are
- * lost at restart, which is what a last-pass report should do.
+ * that ended it, if any; and the totals since the server started.  There
+ * is no history table (it would need pruning itself); these figures are
+ * what inbox_worker_status() shows.  They are lost at restart, which is
+ * what a last-pass report should do.
+ *
+ * Who sees what: like pg_stat_statements, the figures of other databases
+ * (their names, and errors that may quote their data) are shown only to
+ * roles with the privileges of pg_read_all_stats (pg_monitor has them);
+ * anyone else allowed to call the function sees the current database's.
  *
  * Locking: one LWLock protects the whole array.  Writers (the database
  * workers, once per pass) and readers (inbox_worker_status) hold it only to
@@ -17,12 +23,14 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
@@ -146,13 +154,15 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
  *					   pruned bigint, reclaimed bigint, last_error text,
  *					   pruned_total bigint, reclaimed_total bigint)
  *
- * The maintenance worker's last pass in every database it served.
+ * The maintenance worker's last pass in every database it served, or only
+ * in the current one for a caller without pg_read_all_stats' privileges.
  */
 Datum
 inbox_worker_status(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	InboxDatabaseStatus *copy;
+	bool		all_databases;
 
 	if (shared_state == NULL)
 		ereport(ERROR,
@@ -162,6 +172,7 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 				 errhint("Add inbox to shared_preload_libraries and restart the server.")));
 
 	InitMaterializedSRF(fcinfo, 0);
+	all_databases = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
 
 	copy = palloc(sizeof(shared_state->databases));
 	LWLockAcquire(shared_state->lock, LW_SHARED);
@@ -175,7 +186,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 		bool		nulls[9] = {0};
 		char	   *name;
 
-		if (slot->dboid == InvalidOid)
+		if (slot->dboid == InvalidOid ||
+			(!all_databases && slot->dboid != MyDatabaseId))
 			continue;
 		name = get_database_name(slot->dboid);
 		if (name == NULL)

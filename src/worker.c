@@ -22,11 +22,36 @@
  * (inbox.lock_timeout) bounds what a batch waits for, since
  * statement_timeout does not apply here.
  *
+ * Giving way to DBA work: DROP DATABASE, CREATE DATABASE ... TEMPLATE, ALTER
+ * DATABASE ... RENAME or SET TABLESPACE lock the database object in a mode
+ * that conflicts with the RowExclusiveLock every connection takes on it
+ * while it starts, and then wait only 5 seconds for the other connections
+ * to leave (they signal autovacuum workers alone).  So each batch takes that
+ * lock conditionally and holds it to its end, and the pause between two
+ * batches tries it every INBOX_WANTED_POLL_MS: a worker that cannot have it
+ * ends its pass at once, and such a command waits for at most the batch in
+ * progress, then finds the worker gone.  The launcher does not start a
+ * worker in a database someone holds that way.
+ *
+ * Whose rights: the batches run as the inbox table's owner, with
+ * SECURITY_RESTRICTED_OPERATION and a GUC nest level of their own, as
+ * VACUUM and ANALYZE run index expressions: a trigger, rule, index
+ * expression or predicate that the owner adds runs with the owner's rights,
+ * never a superuser's.  Settings: the worker does not take from ALTER
+ * DATABASE / ALTER ROLE ... SET what would stop maintenance or change what
+ * it does (role and session_authorization, the isolation level, the inbox.*
+ * defaults, synchronous_commit above local); it takes the inbox.* ones from
+ * the server's configuration, as it was when the pass started.  It respects
+ * default_transaction_read_only: a read-only database is skipped, with one
+ * log line per pass.
+ *
  * Errors: a database worker that fails logs the error, records it in
- * shared memory, and exits; the launcher starts a new one at the next
- * pass.  The launcher exits only on SIGTERM or postmaster death, with a
- * non-zero status, so the postmaster restarts it (a status of 0 would
- * unregister it until the next server start).
+ * shared memory, and ends like any other pass (status 0: the error has been
+ * logged once, and an exit status of 1 would add a line that reads like a
+ * crash); the launcher starts a new one at the next pass.  The launcher
+ * exits only on SIGTERM or postmaster death, with a non-zero status, so the
+ * postmaster restarts it (a status of 0 would unregister it until the next
+ * server start).
  *
  * Recovery: the launcher starts only once recovery has finished, so it
  * never runs on a standby, and the postmaster starts it after promotion.
@@ -43,6 +68,7 @@
 #include "access/xlog.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
+#include "commands/dbcommands.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -52,6 +78,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -65,6 +92,13 @@
 /* Seconds before the postmaster restarts a launcher that exited. */
 #define INBOX_LAUNCHER_RESTART_SECONDS	5
 
+/*
+ * How often a worker pausing between two batches checks whether someone
+ * wants its database; DROP DATABASE waits 5 seconds for it, checking every
+ * 100 ms.
+ */
+#define INBOX_WANTED_POLL_MS	100
+
 /* A database the launcher will serve. */
 typedef struct LauncherDatabase
 {
@@ -72,15 +106,59 @@ typedef struct LauncherDatabase
 	char		name[NAMEDATALEN];
 } LauncherDatabase;
 
+/* Why a database worker's pass of batches ended. */
+typedef enum WorkerPassEnd
+{
+	WORKER_PASS_DONE,			/* a batch came back short: all done */
+	WORKER_PASS_NO_EXTENSION,	/* not (or no longer) installed */
+	WORKER_PASS_READ_ONLY,		/* default_transaction_read_only is on */
+	WORKER_PASS_UNTRUSTED,		/* the extension's schema or objects are
+								 * controlled by a role that is not a
+								 * superuser */
+	WORKER_PASS_WANTED			/* someone wants the database: leave */
+} WorkerPassEnd;
+
+/*
+ * The inbox.* settings the worker takes from the server's configuration,
+ * never from ALTER DATABASE or ALTER ROLE ... SET: they decide what a pass
+ * deletes or fails.
+ */
+static const char *const worker_server_settings[] = {
+	"inbox.lease",
+	"inbox.max_attempts",
+	"inbox.retention",
+	"inbox.batch_size",
+};
+
+/* The database worker's figures; static, so that an error keeps them. */
+static int64 worker_pruned = 0;
+static int64 worker_reclaimed = 0;
+static bool worker_served = false;	/* the extension was found */
+static char worker_database_name[NAMEDATALEN];
+
+/*
+ * The launcher's last report of inbox.databases (names that match no
+ * database, or a syntax error), so that it is repeated only when it changes
+ * or after a reload.  In TopMemoryContext; NULL: nothing reported yet.
+ */
+static char *launcher_reported = NULL;
+
 static void worker_describe(BackgroundWorker *worker, const char *function,
 							int restart_seconds);
 static void launcher_pass(void);
 static List *launcher_databases(void);
-static bool launcher_selected(const char *name);
+static List *launcher_selection(bool *all);
+static void launcher_report_unmatched(List *unmatched, List *all_names);
 static void launcher_run_worker(const LauncherDatabase *database);
 static void reload_settings_if_asked(void);
+static bool database_is_wanted(Oid dboid, bool for_transaction);
+static void worker_pin_settings(char **server_values);
 static bool worker_lock_extension(void);
-static int64 worker_pass(InboxBatchFunction batch, const char *activity);
+static int64 worker_batch(InboxBatchFunction batch,
+						  InboxPassPosition *position);
+static bool worker_pause(void);
+static WorkerPassEnd worker_pass(InboxBatchFunction batch,
+								 const char *activity, int64 *total);
 
 /*
  * inbox_worker_register
@@ -127,7 +205,40 @@ reload_settings_if_asked(void)
 	{
 		ConfigReloadPending = false;
 		ProcessConfigFile(PGC_SIGHUP);
+
+		/* The launcher reports inbox.databases again after a reload. */
+		if (launcher_reported != NULL)
+		{
+			pfree(launcher_reported);
+			launcher_reported = NULL;
+		}
 	}
+}
+
+/*
+ * database_is_wanted
+ *		Does another session hold or await a lock on the database that
+ *		keeps connections out: DROP DATABASE, CREATE DATABASE ... TEMPLATE,
+ *		ALTER DATABASE ... RENAME or SET TABLESPACE?
+ *
+ * Tries the RowExclusiveLock that a connection takes on its database while
+ * it starts (postinit.c), without waiting.  for_transaction: keep it until
+ * the end of the current transaction, so that such a command waits for the
+ * transaction rather than start counting the connections left; otherwise
+ * (no transaction needed) release it at once.
+ */
+static bool
+database_is_wanted(Oid dboid, bool for_transaction)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_OBJECT(tag, InvalidOid, DatabaseRelationId, dboid, 0);
+	if (LockAcquire(&tag, RowExclusiveLock, !for_transaction, true) ==
+		LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	if (!for_transaction)
+		LockRelease(&tag, RowExclusiveLock, true);
+	return false;
 }
 
 /*
@@ -201,46 +312,122 @@ launcher_pass(void)
 
 	foreach(lc, databases)
 	{
+		LauncherDatabase *database = (LauncherDatabase *) lfirst(lc);
+
 		CHECK_FOR_INTERRUPTS();
-		launcher_run_worker((LauncherDatabase *) lfirst(lc));
+
+		/*
+		 * A worker would only make DROP DATABASE or CREATE DATABASE ...
+		 * TEMPLATE fail (or wait, in its connection's start); the next pass
+		 * comes soon enough.
+		 */
+		if (database_is_wanted(database->oid, false))
+		{
+			elog(DEBUG1, "inbox launcher skips database \"%s\": another session is using it exclusively",
+				 database->name);
+			continue;
+		}
+		launcher_run_worker(database);
 	}
 }
 
 /*
- * launcher_selected
- *		Does inbox.databases allow this database?  Empty allows every one.
+ * launcher_selection
+ *		The names inbox.databases lists, as identifiers (folded to lower
+ *		case unless double-quoted, as in SQL); *all is set when it is empty,
+ *		which selects every database.  NIL after a syntax error, which is
+ *		reported once (until it changes or a reload).
  */
-static bool
-launcher_selected(const char *name)
+static List *
+launcher_selection(bool *all)
 {
 	char	   *copy;
 	List	   *names;
-	ListCell   *lc;
-	bool		selected = false;
 
-	if (inbox_databases == NULL || inbox_databases[0] == '\0')
-		return true;
+	*all = (inbox_databases == NULL || inbox_databases[0] == '\0');
+	if (*all)
+		return NIL;
 
 	copy = pstrdup(inbox_databases);
 	if (!SplitIdentifierString(copy, ',', &names))
 	{
-		ereport(WARNING,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid list syntax in \"inbox.databases\"")));
-		return false;
+		if (launcher_reported == NULL ||
+			strcmp(launcher_reported, inbox_databases) != 0)
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid list syntax in \"inbox.databases\""),
+					 errdetail("The inbox worker serves no database until it is corrected.")));
+			if (launcher_reported != NULL)
+				pfree(launcher_reported);
+			launcher_reported = MemoryContextStrdup(TopMemoryContext,
+													inbox_databases);
+		}
+		return NIL;
 	}
-	foreach(lc, names)
+	return names;
+}
+
+/*
+ * launcher_report_unmatched
+ *		Warn about each name of inbox.databases that matches no database,
+ *		once for each new set of such names (and again after a reload).
+ *
+ * all_names holds the names of every database, to recognize the usual
+ * mistake: a name with capitals left unquoted, which is folded to lower
+ * case like any SQL identifier.
+ */
+static void
+launcher_report_unmatched(List *unmatched, List *all_names)
+{
+	StringInfoData key;
+	ListCell   *lc;
+
+	/* What is reported: the setting, and which of its names are missing. */
+	initStringInfo(&key);
+	appendStringInfoString(&key, inbox_databases);
+	foreach(lc, unmatched)
+		appendStringInfo(&key, "|%s", (char *) lfirst(lc));
+
+	if (launcher_reported != NULL && strcmp(launcher_reported, key.data) == 0)
+		return;
+	if (launcher_reported != NULL)
+		pfree(launcher_reported);
+	launcher_reported = MemoryContextStrdup(TopMemoryContext, key.data);
+
+	foreach(lc, unmatched)
 	{
-		if (strcmp((char *) lfirst(lc), name) == 0)
-			selected = true;
+		const char *name = (const char *) lfirst(lc);
+		const char *spelled = NULL;
+		ListCell   *lc2;
+
+		foreach(lc2, all_names)
+		{
+			if (pg_strcasecmp((const char *) lfirst(lc2), name) == 0)
+				spelled = (const char *) lfirst(lc2);
+		}
+		if (spelled != NULL)
+			ereport(WARNING,
+					(errcode(ERRCODE_UNDEFINED_DATABASE),
+					 errmsg("database \"%s\" named in \"inbox.databases\" does not exist",
+							name),
+					 errdetail("Names in \"inbox.databases\" are SQL identifiers: unquoted, they are folded to lower case."),
+					 errhint("To serve database \"%s\", double-quote its name in the setting, as in inbox.databases = '\"%s\"'.",
+							 spelled, spelled)));
+		else
+			ereport(WARNING,
+					(errcode(ERRCODE_UNDEFINED_DATABASE),
+					 errmsg("database \"%s\" named in \"inbox.databases\" does not exist",
+							name),
+					 errdetail("Names in \"inbox.databases\" are SQL identifiers: unquoted, they are folded to lower case.")));
 	}
-	return selected;
 }
 
 /*
  * launcher_databases
  *		The databases to serve: those that accept connections, are not
- *		templates, and are selected by inbox.databases.
+ *		templates, and are selected by inbox.databases.  Reports the names
+ *		of inbox.databases that match no database.
  *
  * Whether the extension is installed is checked by the database worker,
  * which can read that database's catalogs.
@@ -250,14 +437,23 @@ launcher_databases(void)
 {
 	List	   *databases = NIL;
 	MemoryContext pass_context = CurrentMemoryContext;
+	List	   *selection;
+	List	   *all_names = NIL;
+	List	   *unmatched = NIL;
+	bool		all;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tuple;
+	ListCell   *lc;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	(void) GetTransactionSnapshot();
 	pgstat_report_activity(STATE_RUNNING, "inbox: listing databases");
+
+	/* Everything below lives until the end of the launcher's pass. */
+	MemoryContextSwitchTo(pass_context);
+	selection = launcher_selection(&all);
 
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
@@ -265,25 +461,46 @@ launcher_databases(void)
 	{
 		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
 		LauncherDatabase *database;
-		MemoryContext old;
+		bool		selected = all;
 
-		if (!form->datallowconn || form->datistemplate ||
-			inbox_database_is_invalid(form) ||
-			!launcher_selected(NameStr(form->datname)))
+		all_names = lappend(all_names, pstrdup(NameStr(form->datname)));
+		foreach(lc, selection)
+		{
+			if (strcmp((char *) lfirst(lc), NameStr(form->datname)) == 0)
+				selected = true;
+		}
+		if (!selected || !form->datallowconn || form->datistemplate ||
+			inbox_database_is_invalid(form))
 			continue;
 
-		old = MemoryContextSwitchTo(pass_context);
 		database = palloc(sizeof(LauncherDatabase));
 		database->oid = form->oid;
 		strlcpy(database->name, NameStr(form->datname), NAMEDATALEN);
 		databases = lappend(databases, database);
-		MemoryContextSwitchTo(old);
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(pass_context);
+
+	foreach(lc, selection)
+	{
+		char	   *name = (char *) lfirst(lc);
+		bool		found = false;
+		ListCell   *lc2;
+
+		foreach(lc2, all_names)
+		{
+			if (strcmp((char *) lfirst(lc2), name) == 0)
+				found = true;
+		}
+		if (!found)
+			unmatched = lappend(unmatched, name);
+	}
+	if (selection != NIL)
+		launcher_report_unmatched(unmatched, all_names);
+
 	pgstat_report_activity(STATE_IDLE, NULL);
 	return databases;
 }
@@ -326,6 +543,68 @@ launcher_run_worker(const LauncherDatabase *database)
 }
 
 /*
+ * worker_pin_settings
+ *		Set what the worker must not take from ALTER DATABASE or ALTER ROLE
+ *		... SET, as autovacuum does: PGC_S_OVERRIDE outranks those sources
+ *		(and a reload) for the rest of the pass.
+ *
+ * server_values holds the worker_server_settings as the server's
+ * configuration gave them, read before connecting.  Called once connected,
+ * outside a transaction.
+ */
+static void
+worker_pin_settings(char **server_values)
+{
+	char		lock_timeout[32];
+	char	   *name;
+
+	/*
+	 * The queries name everything explicitly; the pinned search_path is a
+	 * second line of defence for anything they call.
+	 */
+	snprintf(lock_timeout, sizeof(lock_timeout), "%d", inbox_lock_timeout);
+	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET,
+					PGC_S_OVERRIDE);
+
+	/*
+	 * The batches run as the table's owner (worker_batch); around them the
+	 * worker stays the superuser it started as.  A client's login pins
+	 * session_authorization the same way (InitializeSessionUserId); the
+	 * check of a user name needs a transaction.
+	 */
+	StartTransactionCommand();
+	SetConfigOption("session_authorization",
+					GetUserNameFromId(GetAuthenticatedUserId(), false),
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("role", "none", PGC_SUSET, PGC_S_OVERRIDE);
+	name = get_database_name(MyDatabaseId);
+	strlcpy(worker_database_name, name ? name : "?", NAMEDATALEN);
+	CommitTransactionCommand();
+
+	/*
+	 * READ COMMITTED: the batches are written for it (each statement sees
+	 * what committed before it), and serializable would add the cost and
+	 * the failures of its predicate locks to every session.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * A batch must not wait for a standby (which may never come) while it
+	 * holds the locks that DROP DATABASE waits for.  Losing a batch at a
+	 * failover is harmless: the next pass does it again.
+	 */
+	if (synchronous_commit > SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
+		SetConfigOption("synchronous_commit", "local", PGC_SUSET,
+						PGC_S_OVERRIDE);
+
+	for (int i = 0; i < lengthof(worker_server_settings); i++)
+		SetConfigOption(worker_server_settings[i], server_values[i],
+						PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
  * worker_lock_extension
  *		Lock the extension against DROP EXTENSION for this transaction, if
  *		it is installed and committed; false if it is not.
@@ -347,59 +626,130 @@ worker_lock_extension(void)
 }
 
 /*
- * worker_pass
- *		Run batches of one kind, each in its own transaction, until one
- *		comes back short.  Returns the rows done, or -1 when the extension
- *		is not (or no longer) installed.
+ * worker_batch
+ *		Run one batch as the inbox table's owner, restricted as VACUUM runs
+ *		an index expression; returns the rows done.  The caller holds a
+ *		transaction and the lock on the extension.
+ *
+ * Any code a user attached to the table (a trigger, a rule, an index
+ * expression or predicate, a policy) runs with the owner's rights; it
+ * cannot change the worker's role or create temporary objects that would
+ * outlive the batch (SECURITY_RESTRICTED_OPERATION), and any setting it
+ * changes is undone at the end of the batch (the GUC nest level).  An error
+ * aborts the transaction, which restores both.
  */
 static int64
-worker_pass(InboxBatchFunction batch, const char *activity)
+worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 {
-	InboxPassPosition position = {.valid = false};
-	int64		total = 0;
+	InboxObjects objects;
+	Relation	rel = inbox_open_table(RowExclusiveLock, &objects);
+	Oid			owner = rel->rd_rel->relowner;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+	int64		done;
+
+	table_close(rel, NoLock);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner,
+						   save_sec_context | SECURITY_RESTRICTED_OPERATION);
+	save_nestlevel = NewGUCNestLevel();
+
+	SPI_connect();
+	done = batch(&objects, GetCurrentTimestamp(), inbox_batch_size, position);
+	SPI_finish();
+
+	AtEOXact_GUC(false, save_nestlevel);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return done;
+}
+
+/*
+ * worker_pause
+ *		Wait inbox.batch_delay between two full batches, to leave room for
+ *		the database's own work; false, at once, if someone wants the
+ *		database meanwhile.
+ */
+static bool
+worker_pause(void)
+{
+	TimestampTz end = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+												  inbox_batch_delay);
 
 	for (;;)
 	{
-		int64		done = -1;
+		long		remaining;
+
+		if (database_is_wanted(MyDatabaseId, false))
+			return false;
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), end);
+		if (remaining <= 0)
+			return true;
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(remaining, INBOX_WANTED_POLL_MS),
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * worker_pass
+ *		Run batches of one kind, each in its own transaction, until one
+ *		comes back short or the pass must end; *total counts the rows done
+ *		as they are done (an error leaves it counting those committed).
+ */
+static WorkerPassEnd
+worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
+{
+	InboxPassPosition position = {.valid = false};
+
+	for (;;)
+	{
+		WorkerPassEnd end = WORKER_PASS_DONE;
+		int64		done = 0;
 
 		CHECK_FOR_INTERRUPTS();
 		reload_settings_if_asked();
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, activity);
+		/* Nothing found in an earlier transaction is relied on. */
+		inbox_objects_forget();
 
-		if (worker_lock_extension())
+		/* Held to the end of the batch, so DROP DATABASE waits for it. */
+		if (database_is_wanted(MyDatabaseId, true))
+			end = WORKER_PASS_WANTED;
+		else if (!worker_lock_extension())
+			end = WORKER_PASS_NO_EXTENSION;
+		else if (XactReadOnly)
+			end = WORKER_PASS_READ_ONLY;
+		else if (!inbox_objects_trusted())
+			end = WORKER_PASS_UNTRUSTED;
+		else
 		{
-			InboxObjects objects;
-			Relation	rel = inbox_open_table(RowExclusiveLock, &objects);
-
-			table_close(rel, NoLock);
-			SPI_connect();
-			done = batch(&objects, GetCurrentTimestamp(), inbox_batch_size,
-						 &position);
-			SPI_finish();
+			worker_served = true;
+			PushActiveSnapshot(GetTransactionSnapshot());
+			done = worker_batch(batch, &position);
+			PopActiveSnapshot();
 		}
 
-		PopActiveSnapshot();
 		CommitTransactionCommand();
 		pgstat_report_stat(false);
 		pgstat_report_activity(STATE_IDLE, NULL);
 
-		if (done < 0)
-			return total > 0 ? total : -1;
-		total += done;
+		if (end == WORKER_PASS_READ_ONLY || end == WORKER_PASS_UNTRUSTED)
+			worker_served = true;
+		if (end != WORKER_PASS_DONE)
+			return end;
+		*total += done;
 		if (done < inbox_batch_size && !position.more)
-			return total;
-
-		/* Leave room for the database's own work between full batches. */
-		if (inbox_batch_delay > 0)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 inbox_batch_delay, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-		}
+			return WORKER_PASS_DONE;
+		if (inbox_batch_delay > 0 && !worker_pause())
+			return WORKER_PASS_WANTED;
 	}
 }
 
@@ -411,51 +761,85 @@ void
 inbox_database_worker_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
+	char	   *server_values[lengthof(worker_server_settings)];
+	char	   *skipped = NULL;
 	TimestampTz start;
-	volatile int64 pruned = 0;
-	volatile int64 reclaimed = 0;
-	char		lock_timeout[32];
+	WorkerPassEnd end;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
+	/*
+	 * Until it connects, the worker has the postmaster's settings: those of
+	 * the configuration files and the command line.  Connecting applies
+	 * the database's and the role's.
+	 */
+	for (int i = 0; i < lengthof(worker_server_settings); i++)
+		server_values[i] = pstrdup(GetConfigOption(worker_server_settings[i],
+												   false, false));
+
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("inbox worker");
-
-	/*
-	 * The queries name everything explicitly; the pinned search_path is a
-	 * second line of defence for anything they call.
-	 */
-	snprintf(lock_timeout, sizeof(lock_timeout), "%d", inbox_lock_timeout);
-	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	worker_pin_settings(server_values);
 
 	start = GetCurrentTimestamp();
 	PG_TRY();
 	{
-		pruned = worker_pass(inbox_prune_batch, "inbox: pruning markers");
-		if (pruned >= 0)
-			reclaimed = worker_pass(inbox_reclaim_batch, "inbox: reclaiming claims");
+		end = worker_pass(inbox_prune_batch, "inbox: pruning markers",
+						  &worker_pruned);
+		if (end == WORKER_PASS_DONE)
+			end = worker_pass(inbox_reclaim_batch, "inbox: reclaiming claims",
+							  &worker_reclaimed);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 
-		/* Log it, keep it for inbox_worker_status(), and exit. */
+		/*
+		 * Log it, keep it for inbox_worker_status(), and end the pass like
+		 * any other: the next one tries again.
+		 */
 		EmitErrorReport();
 		MemoryContextSwitchTo(TopMemoryContext);
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		inbox_shmem_report(dboid, start, Max(pruned, 0), Max(reclaimed, 0),
+		inbox_shmem_report(dboid, start, worker_pruned, worker_reclaimed,
 						   edata->message);
-		proc_exit(1);
+		proc_exit(0);
 	}
 	PG_END_TRY();
 
+	/* One line per pass, whatever the number of batches. */
+	if (end == WORKER_PASS_READ_ONLY)
+	{
+		skipped = psprintf("skipping maintenance of database \"%s\" because it is read-only",
+						   worker_database_name);
+		ereport(LOG,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("skipping maintenance of database \"%s\" because it is read-only",
+						worker_database_name),
+				 errdetail("\"default_transaction_read_only\" is on for the inbox worker in this database."),
+				 errhint("Pruning and reclaiming resume at the first pass after it is turned off.")));
+	}
+	else if (end == WORKER_PASS_UNTRUSTED)
+	{
+		skipped = psprintf("inbox worker skips database \"%s\": the extension's schema or objects are controlled by a role that is not a superuser",
+						   worker_database_name);
+		ereport(WARNING,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("inbox worker skips database \"%s\"", worker_database_name),
+				 errdetail("The extension's schema, or one of its objects, is controlled by a role that is not a superuser, which could have its own code run by the worker."),
+				 errhint("Make a superuser the owner of the schema and of the extension's objects (README, Installation).")));
+	}
+	else if (end == WORKER_PASS_WANTED)
+		elog(DEBUG1, "inbox worker leaves database \"%s\": another session wants it",
+			 worker_database_name);
+
 	/* A database without the extension is left alone, and unreported. */
-	if (pruned >= 0)
-		inbox_shmem_report(dboid, start, pruned, Max(reclaimed, 0), NULL);
+	if (worker_served)
+		inbox_shmem_report(dboid, start, worker_pruned, worker_reclaimed,
+						   skipped);
 	proc_exit(0);
 }
