@@ -21,6 +21,7 @@ OBJS = \
 	src/marker.o \
 	src/twophase.o \
 	src/twophase_fast.o \
+	src/tokens.o \
 	src/prune.o \
 	src/maintenance.o \
 	src/worker.o \

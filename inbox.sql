@@ -86,13 +86,34 @@ CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
 	WHERE state IN ('processed', 'failed');
 
 -- Fencing tokens: every change of ownership of a two-phase claim draws the
--- next value, so tokens strictly increase across all claims.  A sequence
--- never hands out a value twice, even across a crash (it logs ahead), and
--- it is dumped with its position, so a restore continues past it.
-CREATE SEQUENCE inbox_token_seq AS bigint;
+-- next value, so tokens strictly increase across all claims.  Each drawn
+-- token is made durable before it is returned, whatever synchronous_commit
+-- says (src/tokens.c), and the sequence is dumped with its position, so a
+-- restore continues past it.  CACHE 1 (the default) is required: with a
+-- cache, each session draws from its own range.
+CREATE SEQUENCE inbox_token_seq AS bigint CACHE 1 NO CYCLE;
 SELECT pg_catalog.pg_extension_config_dump('inbox_token_seq', '');
 
 COMMENT ON SEQUENCE inbox_token_seq IS 'fencing tokens of two-phase claims';
+
+-- Refuses an ALTER of inbox_token_seq that would let tokens repeat or
+-- decrease: CACHE > 1, INCREMENT <= 0, CYCLE, a RESTART at or below a value
+-- already handed out, SET UNLOGGED.  The functions check the sequence's
+-- settings again at every draw, for an ALTER this trigger did not see.
+CREATE FUNCTION inbox_token_seq_guard()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'inbox_token_seq_guard'
+LANGUAGE C;
+
+COMMENT ON FUNCTION inbox_token_seq_guard() IS
+'event trigger: refuses settings of inbox_token_seq that would break the order of fencing tokens';
+
+CREATE EVENT TRIGGER inbox_token_seq_guard ON ddl_command_start
+	WHEN TAG IN ('ALTER SEQUENCE', 'ALTER TABLE')
+	EXECUTE FUNCTION inbox_token_seq_guard();
+
+COMMENT ON EVENT TRIGGER inbox_token_seq_guard IS
+'refuses settings of inbox_token_seq that would break the order of fencing tokens';
 
 --
 -- Per-consumer settings; a NULL column falls back to the inbox.* setting.
@@ -356,5 +377,6 @@ REVOKE ALL ON FUNCTION inbox_prune() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_reclaim() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_token_seq_guard() FROM PUBLIC;
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;

@@ -14,6 +14,9 @@
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	twophase_fast.c	their fast path: a new claim and its completion
  *				written with the access methods
+ *	tokens.c	fencing tokens only ever go up: durable before they are
+ *				seen, and inbox_token_seq kept from settings that break
+ *				their order
  *	prune.c		pruning old markers, in batches
  *	maintenance.c	reclaiming dead claims; a pass of batches, for the SQL
  *				functions
@@ -256,6 +259,9 @@ extern bool inbox_fast_begin(const InboxObjects *objects, Relation heap,
 extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
 								text *message_id, text *consumer, int64 token,
 								bool *completed);
+
+/* tokens.c */
+extern void inbox_tokens_drawn(Oid sequence);
 
 /* prune.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,

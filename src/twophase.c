@@ -234,6 +234,8 @@ inbox_begin(PG_FUNCTION_ARGS)
 		token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
+	if (!isnull)
+		inbox_tokens_drawn(objects.token_sequence_oid);
 
 	if (isnull)
 		PG_RETURN_NULL();
@@ -467,6 +469,8 @@ inbox_next(PG_FUNCTION_ARGS)
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "inbox_next statement failed");
+	if (SPI_processed > 0)
+		inbox_tokens_drawn(objects.token_sequence_oid);
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{

@@ -1,0 +1,366 @@
+/*-------------------------------------------------------------------------
+ *
+ * tokens.c
+ *	  Fencing tokens only ever go up: making each drawn token durable before
+ *	  any client sees it, and keeping inbox_token_seq's settings from
+ *	  breaking the order.
+ *
+ * A downstream system fences with "reject any token lower than the last
+ * one seen", so a token must never be handed out twice, and never below
+ * one handed out before.  inbox_token_seq provides the order; this file
+ * guards what a plain sequence does not:
+ *
+ *	Durability.  nextval logs SEQ_LOG_VALS values ahead in one WAL record
+ *	and relies on the commit to flush it.  Under synchronous_commit = off
+ *	the commit does not flush, and inside an explicit transaction the
+ *	token reaches the client before any commit: a crash then loses the
+ *	record, the sequence restarts below tokens already seen, and the same
+ *	token goes to two owners.  So every function that hands tokens out
+ *	calls inbox_tokens_drawn after drawing them, which flushes the WAL up
+ *	to the sequence page's LSN when that is not yet on disk.
+ *
+ *	Settings.  CACHE > 1 gives each session its own range (tokens then go
+ *	down from one session to the next), INCREMENT <= 0 and CYCLE make them
+ *	decrease, RESTART below the last value repeats them, and an unlogged
+ *	sequence starts over after a crash.  The event trigger
+ *	inbox_token_seq_guard refuses each of these at ALTER time; because an
+ *	event trigger can be disabled (or skipped under
+ *	session_replication_role = replica), inbox_tokens_drawn checks the
+ *	catalog again at every draw and refuses to hand out a token from a
+ *	sequence in such a state.
+ *
+ * Concurrency: the caller of inbox_tokens_drawn has drawn from the
+ * sequence with nextval in this transaction, so it holds the sequence's
+ * RowExclusiveLock, which excludes ALTER SEQUENCE until it ends.  The
+ * event trigger takes the lock ALTER SEQUENCE itself takes before reading
+ * the current value, so no token can be drawn between its check and the
+ * change.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/dependency.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_sequence.h"
+#include "commands/defrem.h"
+#include "commands/event_trigger.h"
+#include "commands/extension.h"
+#include "commands/sequence.h"
+#include "nodes/parsenodes.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_token_seq_guard);
+
+/* The sequence's current position, read from its page. */
+typedef struct TokensPosition
+{
+	int64		last_value;
+	bool		is_called;
+	XLogRecPtr	lsn;			/* of the last WAL record that changed it */
+} TokensPosition;
+
+static void tokens_read_position(Relation seqrel, TokensPosition *position);
+static void tokens_check_settings(Oid sequence, const char *name);
+static bool tokens_is_ours(Oid relid);
+static void tokens_check_alter(Oid relid, List *options);
+
+/*
+ * tokens_read_position
+ *		Read the sequence's last value and page LSN.  The caller holds a
+ *		lock on the sequence.
+ */
+static void
+tokens_read_position(Relation seqrel, TokensPosition *position)
+{
+	Buffer		buf = ReadBuffer(seqrel, 0);
+	Page		page;
+	ItemId		lp;
+	HeapTupleHeader tuple;
+	Form_pg_sequence_data seq;
+
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	lp = PageGetItemId(page, FirstOffsetNumber);
+	tuple = (HeapTupleHeader) PageGetItem(page, lp);
+	seq = (Form_pg_sequence_data) ((char *) tuple + tuple->t_hoff);
+	position->last_value = seq->last_value;
+	position->is_called = seq->is_called;
+	position->lsn = PageGetLSN(page);
+	UnlockReleaseBuffer(buf);
+}
+
+/*
+ * tokens_check_settings
+ *		Refuse to hand out tokens from a sequence whose settings break
+ *		their order (the event trigger refuses these at ALTER time; this
+ *		is the second line, for an ALTER it did not see).
+ *
+ * ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE: the call is right, the
+ * sequence is not, and the hint says how to put it back.
+ */
+static void
+tokens_check_settings(Oid sequence, const char *name)
+{
+	HeapTuple	tuple;
+	Form_pg_sequence form;
+	int64		cache;
+	int64		increment;
+	bool		cycle;
+
+	tuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(sequence));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for sequence %u", sequence);
+	form = (Form_pg_sequence) GETSTRUCT(tuple);
+	cache = form->seqcache;
+	increment = form->seqincrement;
+	cycle = form->seqcycle;
+	ReleaseSysCache(tuple);
+
+	if (cache > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
+				 errdetail("Its CACHE is " INT64_FORMAT ": each session would hand out tokens from its own range, so they would not increase across sessions.",
+						   cache),
+				 errhint("Run ALTER SEQUENCE %s CACHE 1.", name)));
+	if (increment <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
+				 errdetail("Its INCREMENT is " INT64_FORMAT ": tokens would decrease.",
+						   increment),
+				 errhint("Run ALTER SEQUENCE %s INCREMENT BY 1 RESTART WITH a value above the largest token ever handed out.",
+						 name)));
+	if (cycle)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
+				 errdetail("It is set to CYCLE: after its maximum, tokens would start over."),
+				 errhint("Run ALTER SEQUENCE %s NO CYCLE.", name)));
+}
+
+/*
+ * inbox_tokens_drawn
+ *		Called after tokens were drawn from sequence with nextval in this
+ *		transaction, before any of them is returned: refuses them if the
+ *		sequence's settings break their order, and makes them durable.
+ *
+ * Why a flush here, and this one.  A token is seen by its client when the
+ * function returns, which inside an explicit transaction is before any
+ * commit, and under synchronous_commit = off before the commit's WAL is
+ * flushed; after a crash, the sequence would resume from its last durable
+ * WAL record, below tokens already seen.  Core's ForceSyncCommit (used by
+ * CREATE DATABASE) would make only the commit synchronous: too late for
+ * the first case, and an fsync for every claim in the second.  Instead,
+ * the sequence page's LSN is the end of the WAL record that covers every
+ * value nextval has handed out from it (the record of this draw, or the
+ * earlier one that logged SEQ_LOG_VALS values ahead, possibly written by
+ * another session); once the WAL is flushed past it, recovery resumes the
+ * sequence above every token drawn.  XLogNeedsFlush is a comparison with
+ * the flush pointer, so the flush, and its fsync, happens only when the
+ * sequence wrote a record no one has flushed yet: about once per
+ * SEQ_LOG_VALS (32) tokens, and at the first draw after each checkpoint.
+ * A later draw by another session may have moved the LSN further: we then
+ * flush a little more than needed, never less.
+ */
+void
+inbox_tokens_drawn(Oid sequence)
+{
+	Relation	seqrel;
+	TokensPosition position;
+
+	if (!OidIsValid(sequence))
+		return;
+
+	/* nextval holds RowExclusiveLock until the transaction ends */
+	seqrel = relation_open(sequence, NoLock);
+	tokens_check_settings(sequence, RelationGetRelationName(seqrel));
+	if (seqrel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"%s\" cannot issue fencing tokens",
+						RelationGetRelationName(seqrel)),
+				 errdetail("It is unlogged: after a crash it would start over, below tokens already handed out."),
+				 errhint("Run ALTER SEQUENCE %s SET LOGGED.",
+						 RelationGetRelationName(seqrel))));
+
+	tokens_read_position(seqrel, &position);
+	relation_close(seqrel, NoLock);
+
+	if (XLogNeedsFlush(position.lsn))
+		XLogFlush(position.lsn);
+}
+
+/*
+ * tokens_is_ours
+ *		Is relid the inbox extension's token sequence?
+ */
+static bool
+tokens_is_ours(Oid relid)
+{
+	char	   *name;
+	Oid			extension;
+
+	if (!OidIsValid(relid))
+		return false;
+	name = get_rel_name(relid);
+	if (name == NULL || strcmp(name, INBOX_TOKEN_SEQ_NAME) != 0)
+		return false;
+	extension = get_extension_oid(INBOX_EXTENSION_NAME, true);
+	return OidIsValid(extension) &&
+		getExtensionOfObject(RelationRelationId, relid) == extension;
+}
+
+/*
+ * tokens_check_alter
+ *		Refuse the options of an ALTER SEQUENCE of the token sequence that
+ *		would break the tokens' order.
+ *
+ * ERRCODE_INVALID_PARAMETER_VALUE, as core uses for the sequence options
+ * it refuses itself ("INCREMENT must not be zero", a RESTART value below
+ * MINVALUE): the statement gave a value this sequence cannot take.
+ */
+static void
+tokens_check_alter(Oid relid, List *options)
+{
+	const char *name = INBOX_TOKEN_SEQ_NAME;
+	DefElem    *restart = NULL;
+	DefElem    *start = NULL;
+	ListCell   *cell;
+
+	foreach(cell, options)
+	{
+		DefElem    *option = lfirst_node(DefElem, cell);
+
+		if (strcmp(option->defname, "cache") == 0 &&
+			defGetInt64(option) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence \"%s\" must have CACHE 1", name),
+					 errdetail("Fencing tokens must increase across sessions; with a cache, each session hands out values from its own range.")));
+		else if (strcmp(option->defname, "increment") == 0 &&
+				 defGetInt64(option) <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence \"%s\" must have a positive INCREMENT", name),
+					 errdetail("Fencing tokens must increase.")));
+		else if (strcmp(option->defname, "cycle") == 0 &&
+				 boolVal(option->arg))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence \"%s\" must not CYCLE", name),
+					 errdetail("Fencing tokens must increase; a cycling sequence starts over after its maximum.")));
+		else if (strcmp(option->defname, "restart") == 0)
+			restart = option;
+		else if (strcmp(option->defname, "start") == 0)
+			start = option;
+	}
+
+	if (restart != NULL)
+	{
+		Relation	seqrel;
+		TokensPosition position;
+		int64		target;
+
+		/*
+		 * ALTER SEQUENCE's own lock, taken now: no token can be drawn
+		 * between this check and the change.
+		 */
+		seqrel = relation_open(relid, ShareRowExclusiveLock);
+		tokens_read_position(seqrel, &position);
+		relation_close(seqrel, NoLock);
+
+		if (restart->arg != NULL)
+			target = defGetInt64(restart);
+		else if (start != NULL)
+			target = defGetInt64(start);
+		else
+		{
+			HeapTuple	tuple;
+
+			tuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(relid));
+			if (!HeapTupleIsValid(tuple))
+				elog(ERROR, "cache lookup failed for sequence %u", relid);
+			target = ((Form_pg_sequence) GETSTRUCT(tuple))->seqstart;
+			ReleaseSysCache(tuple);
+		}
+
+		if (target < position.last_value ||
+			(position.is_called && target == position.last_value))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("cannot restart sequence \"%s\" at " INT64_FORMAT,
+							name, target),
+					 errdetail("Fencing tokens must increase, and " INT64_FORMAT " may have been handed out already.",
+							   position.last_value),
+					 errhint("Restart it above " INT64_FORMAT ", or leave it as it is.",
+							 position.last_value)));
+	}
+}
+
+/*
+ * inbox_token_seq_guard() returns event_trigger
+ *
+ * At ddl_command_start of ALTER SEQUENCE and ALTER TABLE (which can also
+ * name a sequence): refuses a change of inbox_token_seq that would let
+ * tokens repeat or decrease.  Every other statement passes untouched.
+ */
+Datum
+inbox_token_seq_guard(PG_FUNCTION_ARGS)
+{
+	Node	   *parsetree;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("inbox_token_seq_guard() must be called as an event trigger")));
+	parsetree = ((EventTriggerData *) fcinfo->context)->parsetree;
+
+	if (IsA(parsetree, AlterSeqStmt))
+	{
+		AlterSeqStmt *stmt = (AlterSeqStmt *) parsetree;
+		Oid			relid = RangeVarGetRelid(stmt->sequence, NoLock, true);
+
+		if (tokens_is_ours(relid))
+			tokens_check_alter(relid, stmt->options);
+	}
+	else if (IsA(parsetree, AlterTableStmt))
+	{
+		AlterTableStmt *stmt = (AlterTableStmt *) parsetree;
+		ListCell   *cell;
+		Oid			relid = InvalidOid;
+		bool		looked_up = false;
+
+		foreach(cell, stmt->cmds)
+		{
+			AlterTableCmd *cmd = lfirst_node(AlterTableCmd, cell);
+
+			if (cmd->subtype != AT_SetUnLogged)
+				continue;
+			if (!looked_up)
+			{
+				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+				looked_up = true;
+			}
+			if (tokens_is_ours(relid))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("sequence \"%s\" must not be unlogged",
+								INBOX_TOKEN_SEQ_NAME),
+						 errdetail("Fencing tokens must survive a crash; an unlogged sequence starts over after one.")));
+		}
+	}
+
+	PG_RETURN_NULL();
+}
