@@ -261,6 +261,7 @@ extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
 								bool *completed);
 
 /* tokens.c */
+extern void inbox_tokens_check(Oid sequence);
 extern void inbox_tokens_drawn(Oid sequence);
 
 /* prune.c */

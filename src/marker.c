@@ -244,6 +244,7 @@ marker_insert(MarkerWriter *writer, text *message_id)
 		 * A new token for every claim written, as inbox_begin's INSERT
 		 * draws one; nextval checks the caller's USAGE on the sequence.
 		 */
+		inbox_tokens_check(objects->token_sequence_oid);
 		writer->token = nextval_internal(objects->token_sequence_oid, true);
 		inbox_tokens_drawn(objects->token_sequence_oid);
 		values[INBOX_ATT_STATE - 1] = ObjectIdGetDatum(objects->claimed_oid);

@@ -16,8 +16,9 @@
  *	token reaches the client before any commit: a crash then loses the
  *	record, the sequence restarts below tokens already seen, and the same
  *	token goes to two owners.  So every function that hands tokens out
- *	calls inbox_tokens_drawn after drawing them, which flushes the WAL up
- *	to the sequence page's LSN when that is not yet on disk.
+ *	calls inbox_tokens_drawn after drawing them and before returning,
+ *	which flushes the WAL up to the sequence page's LSN when that is not
+ *	yet on disk.
  *
  *	Settings.  CACHE > 1 gives each session its own range (tokens then go
  *	down from one session to the next), INCREMENT <= 0 and CYCLE make them
@@ -25,13 +26,13 @@
  *	sequence starts over after a crash.  The event trigger
  *	inbox_token_seq_guard refuses each of these at ALTER time; because an
  *	event trigger can be disabled (or skipped under
- *	session_replication_role = replica), inbox_tokens_drawn checks the
- *	catalog again at every draw and refuses to hand out a token from a
- *	sequence in such a state.
+ *	session_replication_role = replica), every function that draws tokens
+ *	first calls inbox_tokens_check, which reads the catalog again and
+ *	refuses to draw from a sequence in such a state.
  *
- * Concurrency: the caller of inbox_tokens_drawn has drawn from the
- * sequence with nextval in this transaction, so it holds the sequence's
- * RowExclusiveLock, which excludes ALTER SEQUENCE until it ends.  The
+ * Concurrency: inbox_tokens_check takes the sequence's RowExclusiveLock,
+ * as nextval does, which excludes ALTER SEQUENCE until the transaction
+ * ends; so the settings it read are those of the draws that follow.  The
  * event trigger takes the lock ALTER SEQUENCE itself takes before reading
  * the current value, so no token can be drawn between its check and the
  * change.
@@ -71,7 +72,6 @@ typedef struct TokensPosition
 } TokensPosition;
 
 static void tokens_read_position(Relation seqrel, TokensPosition *position);
-static void tokens_check_settings(Oid sequence, const char *name);
 static bool tokens_is_ours(Oid relid);
 static void tokens_check_alter(Oid relid, List *options);
 
@@ -101,26 +101,38 @@ tokens_read_position(Relation seqrel, TokensPosition *position)
 }
 
 /*
- * tokens_check_settings
- *		Refuse to hand out tokens from a sequence whose settings break
- *		their order (the event trigger refuses these at ALTER time; this
- *		is the second line, for an ALTER it did not see).
+ * inbox_tokens_check
+ *		Called before drawing tokens from sequence: refuses to draw when its
+ *		settings would break the tokens' order.  The event trigger refuses
+ *		these at ALTER time; this is the second line, for an ALTER it did
+ *		not see (disabled, or session_replication_role = replica).
+ *
+ * Before the draw, not after it: a draw with a negative increment, or one
+ * that caches values in this session, would already have done the harm.
+ * The sequence is locked first, as nextval will lock it, so that no ALTER
+ * can change what we read until the transaction ends (taking the lock also
+ * processes pending invalidations, so the catalog we read is current).
  *
  * ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE: the call is right, the
  * sequence is not, and the hint says how to put it back.
  */
-static void
-tokens_check_settings(Oid sequence, const char *name)
+void
+inbox_tokens_check(Oid sequence)
 {
 	HeapTuple	tuple;
 	Form_pg_sequence form;
 	int64		cache;
 	int64		increment;
 	bool		cycle;
+	const char *name = INBOX_TOKEN_SEQ_NAME;
+
+	if (!OidIsValid(sequence))
+		return;
+	LockRelationOid(sequence, RowExclusiveLock);
 
 	tuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(sequence));
 	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for sequence %u", sequence);
+		return;					/* dropped meanwhile: nextval will say so */
 	form = (Form_pg_sequence) GETSTRUCT(tuple);
 	cache = form->seqcache;
 	increment = form->seqincrement;
@@ -140,21 +152,26 @@ tokens_check_settings(Oid sequence, const char *name)
 				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
 				 errdetail("Its INCREMENT is " INT64_FORMAT ": tokens would decrease.",
 						   increment),
-				 errhint("Run ALTER SEQUENCE %s INCREMENT BY 1 RESTART WITH a value above the largest token ever handed out.",
-						 name)));
+				 errhint("Run ALTER SEQUENCE %s INCREMENT BY 1.", name)));
 	if (cycle)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
 				 errdetail("It is set to CYCLE: after its maximum, tokens would start over."),
 				 errhint("Run ALTER SEQUENCE %s NO CYCLE.", name)));
+	if (get_rel_persistence(sequence) != RELPERSISTENCE_PERMANENT)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
+				 errdetail("It is unlogged: after a crash it would start over, below tokens already handed out."),
+				 errhint("Run ALTER SEQUENCE %s SET LOGGED.", name)));
 }
 
 /*
  * inbox_tokens_drawn
  *		Called after tokens were drawn from sequence with nextval in this
- *		transaction, before any of them is returned: refuses them if the
- *		sequence's settings break their order, and makes them durable.
+ *		transaction (inbox_tokens_check first), before any of them is
+ *		returned: makes them durable.
  *
  * Why a flush here, and this one.  A token is seen by its client when the
  * function returns, which inside an explicit transaction is before any
@@ -185,16 +202,6 @@ inbox_tokens_drawn(Oid sequence)
 
 	/* nextval holds RowExclusiveLock until the transaction ends */
 	seqrel = relation_open(sequence, NoLock);
-	tokens_check_settings(sequence, RelationGetRelationName(seqrel));
-	if (seqrel->rd_rel->relpersistence != RELPERSISTENCE_PERMANENT)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("sequence \"%s\" cannot issue fencing tokens",
-						RelationGetRelationName(seqrel)),
-				 errdetail("It is unlogged: after a crash it would start over, below tokens already handed out."),
-				 errhint("Run ALTER SEQUENCE %s SET LOGGED.",
-						 RelationGetRelationName(seqrel))));
-
 	tokens_read_position(seqrel, &position);
 	relation_close(seqrel, NoLock);
 

@@ -183,6 +183,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 	if (claimed)
 		PG_RETURN_INT64(token);
 
+	inbox_tokens_check(objects.token_sequence_oid);
 	SPI_connect();
 	plan = inbox_plan(&begin_plan, &objects,
 					  "WITH lease_setting AS ("
@@ -437,6 +438,7 @@ inbox_next(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	twophase_start("inbox_next()", &objects);
+	inbox_tokens_check(objects.token_sequence_oid);
 	plan = inbox_plan(&next_plan, &objects,
 					  "WITH settings AS ("
 					  " SELECT " CONSUMER_LEASE("$1", "$3", "$5") " AS lease,"
