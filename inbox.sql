@@ -96,6 +96,16 @@ SELECT pg_catalog.pg_extension_config_dump('inbox_token_seq', '');
 
 COMMENT ON SEQUENCE inbox_token_seq IS 'fencing tokens of two-phase claims';
 
+-- The lineage of this database's tokens (src/tokens.c): the top bits of a
+-- token are an epoch, base + timeline - 1, so a standby promoted while it
+-- lagged hands out tokens above the old primary's.  Written by the first
+-- draw of a new lineage (a new database, a restore, pg_upgrade), never
+-- dumped, so that a restore starts a new lineage above the old one.
+CREATE SEQUENCE inbox_token_epoch AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+COMMENT ON SEQUENCE inbox_token_epoch IS
+'lineage of the fencing tokens: a hash of the system identifier and database, and the base epoch';
+
 -- Refuses an ALTER of inbox_token_seq that would let tokens repeat or
 -- decrease: CACHE > 1, INCREMENT <= 0, CYCLE, a RESTART at or below a value
 -- already handed out, SET UNLOGGED.  The functions check the sequence's
@@ -380,3 +390,4 @@ REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_token_seq_guard() FROM PUBLIC;
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE inbox_token_epoch FROM PUBLIC;

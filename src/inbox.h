@@ -74,6 +74,7 @@
 #define INBOX_OPEN_CLAIMS_NAME	"inbox_open_claims"
 #define INBOX_PRUNABLE_NAME		"inbox_prunable"
 #define INBOX_TOKEN_SEQ_NAME	"inbox_token_seq"
+#define INBOX_TOKEN_EPOCH_NAME	"inbox_token_epoch"
 #define INBOX_CONSUMERS_NAME	"inbox_consumers"
 #define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 

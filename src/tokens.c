@@ -30,12 +30,36 @@
  *	first calls inbox_tokens_check, which reads the catalog again and
  *	refuses to draw from a sequence in such a state.
  *
+ *	Failover and restores.  A standby promoted while it lagged has not
+ *	received the old primary's last tokens, so its sequence resumes below
+ *	them.  Every promotion starts a new timeline, and timeline IDs only
+ *	grow along a cluster's history, so tokens are lifted into epochs: the
+ *	top bits of a token (above TOKENS_EPOCH_SHIFT) are an epoch, base +
+ *	timeline - 1, and before the first draw on a timeline the sequence is
+ *	moved up to the start of its epoch if it is below.  A promoted standby
+ *	is on a higher timeline than the primary it followed, so its tokens
+ *	start above every token the old primary drew, received or not.  A
+ *	restore (pg_dump, into any database or cluster) and pg_upgrade start
+ *	over at timeline 1, so base belongs to a lineage: it is chosen once,
+ *	at the first draw of a database that has none recorded, as one above
+ *	the epoch of the sequence's current value, and recorded in the
+ *	sequence inbox_token_epoch together with a hash of the system
+ *	identifier and the database OID.  That sequence is not dumped and
+ *	pg_upgrade changes the system identifier, so both start a new lineage,
+ *	above every token of the old one; a standby and a crash keep the
+ *	lineage.  The lineage is written with setval, which is not undone by
+ *	a rollback, before the first token is drawn in it, so any standby that
+ *	has a token of the lineage has its base too, and one that has neither
+ *	computes the same base from the same sequence value.
+ *
  * Concurrency: inbox_tokens_check takes the sequence's RowExclusiveLock,
  * as nextval does, which excludes ALTER SEQUENCE until the transaction
  * ends; so the settings it read are those of the draws that follow.  The
  * event trigger takes the lock ALTER SEQUENCE itself takes before reading
  * the current value, so no token can be drawn between its check and the
- * change.
+ * change.  Choosing the lineage and moving the sequence up to its epoch
+ * happen under a ShareRowExclusiveLock on inbox_token_epoch, which
+ * serializes them; a session that finds both done takes no lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,6 +68,7 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xlog.h"
+#include "common/hashfn.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -52,9 +77,11 @@
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -62,6 +89,31 @@
 #include "inbox.h"
 
 PG_FUNCTION_INFO_V1(inbox_token_seq_guard);
+
+/*
+ * A token is epoch * 2^TOKENS_EPOCH_SHIFT + a count within the epoch: 2^44
+ * (about 1.7e13) tokens per epoch, and 2^19 epochs, each promotion and each
+ * restore using one.  A count that outgrows its epoch runs into the next
+ * one: tokens still increase, but a failover in that epoch is no longer
+ * covered.
+ */
+#define TOKENS_EPOCH_SHIFT	44
+#define TOKENS_MAX_EPOCH	((INT64CONST(1) << (63 - TOKENS_EPOCH_SHIFT)) - 1)
+
+/*
+ * inbox_token_epoch's value: the lineage's identity (31 bits of a hash)
+ * above its base (32 bits).
+ */
+#define TOKENS_IDENTITY_SHIFT	32
+#define TOKENS_BASE_MASK		((INT64CONST(1) << TOKENS_IDENTITY_SHIFT) - 1)
+
+/*
+ * The sequence and timeline this session has found lifted to their epoch:
+ * until either changes, a draw needs no further look.  The sequence only
+ * moves up, so once reached, an epoch's start stays behind it.
+ */
+static Oid	lifted_sequence = InvalidOid;
+static TimeLineID lifted_timeline = 0;
 
 /* The sequence's current position, read from its page. */
 typedef struct TokensPosition
@@ -72,6 +124,11 @@ typedef struct TokensPosition
 } TokensPosition;
 
 static void tokens_read_position(Relation seqrel, TokensPosition *position);
+static void tokens_lift(Oid sequence);
+static bool tokens_lift_pass(Oid sequence, Oid lineage, TimeLineID timeline,
+							 bool write);
+static uint32 tokens_identity(void);
+static void tokens_setval(Oid sequence, int64 value, bool is_called);
 static bool tokens_is_ours(Oid relid);
 static void tokens_check_alter(Oid relid, List *options);
 
@@ -165,6 +222,175 @@ inbox_tokens_check(Oid sequence)
 				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
 				 errdetail("It is unlogged: after a crash it would start over, below tokens already handed out."),
 				 errhint("Run ALTER SEQUENCE %s SET LOGGED.", name)));
+
+	tokens_lift(sequence);
+}
+
+/*
+ * tokens_lift
+ *		Make sure the next token is in this timeline's epoch of this
+ *		database's lineage (see the file's banner).  The caller holds the
+ *		sequence's RowExclusiveLock.
+ */
+static void
+tokens_lift(Oid sequence)
+{
+	TimeLineID	timeline;
+	Oid			lineage;
+
+	/* a standby draws no tokens: nextval will refuse */
+	if (RecoveryInProgress())
+		return;
+	timeline = GetWALInsertionTimeLine();
+	if (sequence == lifted_sequence && timeline == lifted_timeline)
+		return;
+
+	lineage = get_relname_relid(INBOX_TOKEN_EPOCH_NAME,
+								get_rel_namespace(sequence));
+	if (!OidIsValid(lineage))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension \"%s\" is missing its sequence \"%s\"",
+						INBOX_EXTENSION_NAME, INBOX_TOKEN_EPOCH_NAME),
+				 errhint("Rename it back if it was renamed.")));
+
+	/*
+	 * Usually both are done: a look, without a lock.  Otherwise, under a
+	 * lock that serializes the choice, look again and do them.
+	 */
+	if (!tokens_lift_pass(sequence, lineage, timeline, false))
+	{
+		LockRelationOid(lineage, ShareRowExclusiveLock);
+		tokens_lift_pass(sequence, lineage, timeline, true);
+
+		/*
+		 * Durable now, before any draw: a lineage, once recorded, is never
+		 * chosen again differently.
+		 */
+		XLogFlush(XactLastRecEnd);
+	}
+
+	lifted_sequence = sequence;
+	lifted_timeline = timeline;
+}
+
+/*
+ * tokens_lift_pass
+ *		Read the lineage and the sequence; true if the lineage is recorded
+ *		and the sequence's next value is at or above its epoch's start.
+ *		Otherwise false, or, when write is true (the caller holds the lock
+ *		that serializes this), record the lineage, move the sequence up,
+ *		and true.
+ */
+static bool
+tokens_lift_pass(Oid sequence, Oid lineage, TimeLineID timeline, bool write)
+{
+	Relation	rel;
+	TokensPosition recorded;
+	TokensPosition position;
+	uint32		identity = tokens_identity();
+	int64		base;
+	int64		epoch;
+	int64		start;
+
+	rel = relation_open(lineage, AccessShareLock);
+	tokens_read_position(rel, &recorded);
+	relation_close(rel, NoLock);
+	rel = relation_open(sequence, NoLock);
+	tokens_read_position(rel, &position);
+	relation_close(rel, NoLock);
+
+	if (recorded.is_called &&
+		(recorded.last_value >> TOKENS_IDENTITY_SHIFT) == identity)
+		base = recorded.last_value & TOKENS_BASE_MASK;
+	else if (!write)
+		return false;
+	else
+	{
+		/*
+		 * A new lineage: a new database, a restore, pg_upgrade.  Its base is
+		 * the epoch above the sequence's current value (0 for a sequence
+		 * that never handed out a token).  It depends on that value alone,
+		 * never on the timeline, so that a standby that did not receive
+		 * this record, and so no token of the lineage either, would choose
+		 * the same base.
+		 */
+		base = position.is_called ?
+			(position.last_value >> TOKENS_EPOCH_SHIFT) + 1 : 0;
+		tokens_setval(lineage,
+					  ((int64) identity << TOKENS_IDENTITY_SHIFT) | base, true);
+	}
+
+	epoch = base + (int64) timeline - 1;
+	if (epoch > TOKENS_MAX_EPOCH)
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("fencing tokens have used all their epochs"),
+				 errdetail("Each promotion and each restore uses one of " INT64_FORMAT " epochs.",
+						   TOKENS_MAX_EPOCH + 1)));
+	start = epoch << TOKENS_EPOCH_SHIFT;
+
+	/* last_value is the next value when not called, else below it */
+	if (position.last_value >= start)
+		return true;
+	if (!write)
+		return false;
+	tokens_setval(sequence, start, false);
+	return true;
+}
+
+/*
+ * tokens_identity
+ *		31 bits that tell this database of this cluster from another one.
+ *
+ * A standby shares its primary's system identifier; initdb makes a new one
+ * (so a restore into another cluster, and pg_upgrade, start a new lineage),
+ * and a restore into another database of the same cluster has a new OID.
+ * Two lineages whose hashes collide (one chance in 2^31) would share a
+ * base: tokens still increase, but that lineage's first failovers may not
+ * be covered.
+ */
+static uint32
+tokens_identity(void)
+{
+	struct
+	{
+		uint64		system_identifier;
+		Oid			database;
+	}			key;
+
+	memset(&key, 0, sizeof(key));
+	key.system_identifier = GetSystemIdentifier();
+	key.database = MyDatabaseId;
+	return hash_bytes((const unsigned char *) &key, sizeof(key)) & 0x7FFFFFFF;
+}
+
+/*
+ * tokens_setval
+ *		setval as the sequence's owner: the extension moves its own
+ *		sequences forward, whatever the caller may do with them.
+ */
+static void
+tokens_setval(Oid sequence, int64 value, bool is_called)
+{
+	HeapTuple	tuple;
+	Oid			owner;
+	Oid			save_userid;
+	int			save_sec_context;
+
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(sequence));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", sequence);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(owner, save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	DirectFunctionCall3(setval3_oid, ObjectIdGetDatum(sequence),
+						Int64GetDatum(value), BoolGetDatum(is_called));
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 }
 
 /*
