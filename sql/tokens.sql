@@ -15,14 +15,16 @@ ALTER SEQUENCE inbox_token_seq RESTART;
 ALTER SEQUENCE inbox_token_seq RESTART WITH 2;
 ALTER SEQUENCE inbox_token_seq START WITH 1 RESTART;
 ALTER SEQUENCE inbox_token_seq SET UNLOGGED;
-SELECT seqcache, seqincrement, seqcycle, relpersistence
+ALTER SEQUENCE inbox_token_seq MAXVALUE 1000000;
+ALTER SEQUENCE inbox_token_seq AS integer;
+SELECT seqcache, seqincrement, seqcycle, seqmax, relpersistence
 FROM pg_sequence JOIN pg_class ON oid = seqrelid
 WHERE seqrelid = 'inbox_token_seq'::regclass;
 
 -- Harmless settings pass: the tokens still increase.
 ALTER SEQUENCE inbox_token_seq CACHE 1 NO CYCLE INCREMENT BY 10;
 ALTER SEQUENCE inbox_token_seq RESTART WITH 100;
-ALTER SEQUENCE inbox_token_seq MAXVALUE 9000000000000000000;
+ALTER SEQUENCE inbox_token_seq AS bigint NO MAXVALUE MINVALUE 1;
 ALTER SEQUENCE IF EXISTS no_such_seq CACHE 20;
 
 -- Other sequences are none of our business.
@@ -64,6 +66,10 @@ ALTER SEQUENCE inbox_token_seq NO CYCLE;
 ALTER SEQUENCE inbox_token_seq SET UNLOGGED;
 SELECT inbox_begin('t-6', 'tokens');
 ALTER SEQUENCE inbox_token_seq SET LOGGED;
+
+ALTER SEQUENCE inbox_token_seq MAXVALUE 1000000;
+SELECT inbox_begin('t-6', 'tokens');
+ALTER SEQUENCE inbox_token_seq NO MAXVALUE;
 
 ALTER EVENT TRIGGER inbox_token_seq_guard ENABLE;
 

@@ -22,10 +22,11 @@
  *
  *	Settings.  CACHE > 1 gives each session its own range (tokens then go
  *	down from one session to the next), INCREMENT <= 0 and CYCLE make them
- *	decrease, RESTART below the last value repeats them, and an unlogged
- *	sequence starts over after a crash.  The event trigger
- *	inbox_token_seq_guard refuses each of these at ALTER time; because an
- *	event trigger can be disabled (or skipped under
+ *	decrease, RESTART below the last value repeats them, an unlogged
+ *	sequence starts over after a crash, and a MAXVALUE below bigint's (or
+ *	a smaller type) leaves no room for the epochs described below.  The
+ *	event trigger inbox_token_seq_guard refuses each of these at ALTER
+ *	time; because an event trigger can be disabled (or skipped under
  *	session_replication_role = replica), every function that draws tokens
  *	first calls inbox_tokens_check, which reads the catalog again and
  *	refuses to draw from a sequence in such a state.
@@ -73,12 +74,14 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_sequence.h"
+#include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "commands/sequence.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "parser/parse_type.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
@@ -180,6 +183,7 @@ inbox_tokens_check(Oid sequence)
 	Form_pg_sequence form;
 	int64		cache;
 	int64		increment;
+	int64		max;
 	bool		cycle;
 	const char *name = INBOX_TOKEN_SEQ_NAME;
 
@@ -193,6 +197,7 @@ inbox_tokens_check(Oid sequence)
 	form = (Form_pg_sequence) GETSTRUCT(tuple);
 	cache = form->seqcache;
 	increment = form->seqincrement;
+	max = form->seqmax;
 	cycle = form->seqcycle;
 	ReleaseSysCache(tuple);
 
@@ -216,6 +221,13 @@ inbox_tokens_check(Oid sequence)
 				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
 				 errdetail("It is set to CYCLE: after its maximum, tokens would start over."),
 				 errhint("Run ALTER SEQUENCE %s NO CYCLE.", name)));
+	if (max != PG_INT64_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
+				 errdetail("Its MAXVALUE is " INT64_FORMAT ": the top bits of a token hold its epoch, which needs the whole bigint range.",
+						   max),
+				 errhint("Run ALTER SEQUENCE %s AS bigint NO MAXVALUE.", name)));
 	if (get_rel_persistence(sequence) != RELPERSISTENCE_PERMANENT)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -494,6 +506,14 @@ tokens_check_alter(Oid relid, List *options)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("sequence \"%s\" must not CYCLE", name),
 					 errdetail("Fencing tokens must increase; a cycling sequence starts over after its maximum.")));
+		else if ((strcmp(option->defname, "maxvalue") == 0 &&
+				  option->arg != NULL && defGetInt64(option) != PG_INT64_MAX) ||
+				 (strcmp(option->defname, "as") == 0 &&
+				  typenameTypeId(NULL, defGetTypeName(option)) != INT8OID))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("sequence \"%s\" must keep the whole bigint range", name),
+					 errdetail("The top bits of a fencing token hold its epoch, which grows at every promotion and restore.")));
 		else if (strcmp(option->defname, "restart") == 0)
 			restart = option;
 		else if (strcmp(option->defname, "start") == 0)
