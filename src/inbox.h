@@ -75,6 +75,8 @@
 #define INBOX_PRUNABLE_NAME		"inbox_prunable"
 #define INBOX_TOKEN_SEQ_NAME	"inbox_token_seq"
 #define INBOX_TOKEN_EPOCH_NAME	"inbox_token_epoch"
+#define INBOX_TOKEN_RESERVE_NAME "inbox_token_reserve"
+#define INBOX_TOKEN_STARTED_NAME "inbox_token_started"
 #define INBOX_CONSUMERS_NAME	"inbox_consumers"
 #define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 
@@ -263,7 +265,7 @@ extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
 
 /* tokens.c */
 extern void inbox_tokens_check(Oid sequence);
-extern void inbox_tokens_drawn(Oid sequence);
+extern void inbox_tokens_drawn(Oid sequence, int64 largest);
 
 /* prune.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,

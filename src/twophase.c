@@ -236,7 +236,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 											SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 	if (!isnull)
-		inbox_tokens_drawn(objects.token_sequence_oid);
+		inbox_tokens_drawn(objects.token_sequence_oid, token);
 
 	if (isnull)
 		PG_RETURN_NULL();
@@ -472,7 +472,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "inbox_next statement failed");
 	if (SPI_processed > 0)
-		inbox_tokens_drawn(objects.token_sequence_oid);
+		inbox_tokens_drawn(objects.token_sequence_oid, 0);
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
