@@ -107,16 +107,17 @@ COMMENT ON SEQUENCE inbox_token_epoch IS
 'lineage of the fencing tokens: a hash of the system identifier and database, and the base epoch';
 
 -- A durable ceiling above every token handed out, raised 1024 tokens at a
--- time, and the start time of the server run that last moved the token
--- sequence up to it: the first draw of each run does, so a crash that lost
--- the sequence's last WAL repeats no token.
+-- time, and the checkpoint (its redo LSN) after which the token sequence
+-- was last moved up to it: the first draw after each checkpoint does, and
+-- recovery from a crash ends with one, so a crash that lost the sequence's
+-- last WAL repeats no token.
 CREATE SEQUENCE inbox_token_reserve AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
-CREATE SEQUENCE inbox_token_started AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE inbox_token_lifted AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
 
 COMMENT ON SEQUENCE inbox_token_reserve IS
 'a durable ceiling above every fencing token handed out';
-COMMENT ON SEQUENCE inbox_token_started IS
-'start time of the server run whose first draw lifted the fencing tokens above the ceiling';
+COMMENT ON SEQUENCE inbox_token_lifted IS
+'redo LSN of the checkpoint after which the fencing tokens were last moved above the ceiling';
 
 -- Refuses an ALTER of inbox_token_seq that would let tokens repeat or
 -- decrease: CACHE > 1, INCREMENT <= 0, CYCLE, a RESTART at or below a value
@@ -403,4 +404,4 @@ REVOKE ALL ON FUNCTION inbox_token_seq_guard() FROM PUBLIC;
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_epoch, inbox_token_reserve,
-	inbox_token_started FROM PUBLIC;
+	inbox_token_lifted FROM PUBLIC;

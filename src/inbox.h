@@ -76,7 +76,7 @@
 #define INBOX_TOKEN_SEQ_NAME	"inbox_token_seq"
 #define INBOX_TOKEN_EPOCH_NAME	"inbox_token_epoch"
 #define INBOX_TOKEN_RESERVE_NAME "inbox_token_reserve"
-#define INBOX_TOKEN_STARTED_NAME "inbox_token_started"
+#define INBOX_TOKEN_LIFTED_NAME	"inbox_token_lifted"
 #define INBOX_CONSUMERS_NAME	"inbox_consumers"
 #define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 

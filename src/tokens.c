@@ -18,8 +18,10 @@
  *	token goes to two owners.  So every function that hands tokens out
  *	calls inbox_tokens_drawn after drawing them and before returning,
  *	which keeps a durable ceiling above every token handed out
- *	(inbox_token_reserve), and the first draw of each server run moves the
- *	sequence up to that ceiling (inbox_token_started marks the run).
+ *	(inbox_token_reserve), and the first draw after each checkpoint moves
+ *	the sequence up to that ceiling (inbox_token_lifted records the
+ *	checkpoint).  Recovery from a crash, with or without a restart of the
+ *	postmaster, ends with a checkpoint, so the first draw after it does.
  *
  *	Settings.  CACHE > 1 gives each session its own range (tokens then go
  *	down from one session to the next), INCREMENT <= 0 and CYCLE make them
@@ -60,12 +62,13 @@
  * event trigger takes the lock ALTER SEQUENCE itself takes before reading
  * the current value, so no token can be drawn between its check and the
  * change.  Choosing the lineage and moving the sequence up (to its epoch,
- * and above the ceiling after a restart) happen under a session
- * ShareRowExclusiveLock on inbox_token_epoch, and raising the ceiling
- * under a session ShareUpdateExclusiveLock on inbox_token_reserve: each
- * serializes its writers, so none undoes another's, and is released as
- * soon as the write is durable, so that a long transaction holds up no
- * one.  A session that finds the work done takes no lock; these sequences
+ * and above the ceiling after a checkpoint) happen under a session
+ * ShareUpdateExclusiveLock on inbox_token_epoch, and raising the ceiling
+ * under one on inbox_token_reserve: each serializes its writers, so none
+ * undoes another's, and is released as soon as the write is durable, so
+ * that a long transaction holds up no one (the mode does not conflict
+ * with the RowExclusiveLock that setval keeps until the transaction
+ * ends).  A session that finds the work done takes no lock; these sequences
  * are written only here, with setval as their owner.
  *
  *-------------------------------------------------------------------------
@@ -94,7 +97,6 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
-#include "utils/timestamp.h"
 
 #include "inbox.h"
 
@@ -146,7 +148,7 @@ typedef struct TokensSiblings
 {
 	Oid			lineage;		/* inbox_token_epoch */
 	Oid			reserve;		/* inbox_token_reserve */
-	Oid			started;		/* inbox_token_started */
+	Oid			lifted;			/* inbox_token_lifted */
 } TokensSiblings;
 
 static void tokens_read_position(Relation seqrel, TokensPosition *position);
@@ -283,13 +285,13 @@ tokens_lift(Oid sequence)
 
 	siblings.lineage = tokens_sibling(sequence, INBOX_TOKEN_EPOCH_NAME);
 	siblings.reserve = tokens_sibling(sequence, INBOX_TOKEN_RESERVE_NAME);
-	siblings.started = tokens_sibling(sequence, INBOX_TOKEN_STARTED_NAME);
+	siblings.lifted = tokens_sibling(sequence, INBOX_TOKEN_LIFTED_NAME);
 
 	/*
 	 * Usually all is done: a look, without a lock.  Otherwise, under a lock
 	 * that serializes the choice, look again and do it; a session lock,
-	 * released at once, so that the first claim after a restart, if it is
-	 * in a long transaction, does not hold up the others.
+	 * released at once, so that the first claim after a checkpoint, if it
+	 * is in a long transaction, does not hold up the others.
 	 */
 	if (!tokens_lift_pass(sequence, &siblings, timeline, false))
 	{
@@ -297,7 +299,7 @@ tokens_lift(Oid sequence)
 
 		lockid.relId = siblings.lineage;
 		lockid.dbId = MyDatabaseId;
-		LockRelationIdForSession(&lockid, ShareRowExclusiveLock);
+		LockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
 		PG_TRY();
 		{
 			tokens_lift_pass(sequence, &siblings, timeline, true);
@@ -310,7 +312,7 @@ tokens_lift(Oid sequence)
 		}
 		PG_FINALLY();
 		{
-			UnlockRelationIdForSession(&lockid, ShareRowExclusiveLock);
+			UnlockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
 		}
 		PG_END_TRY();
 	}
@@ -321,13 +323,13 @@ tokens_lift(Oid sequence)
 
 /*
  * tokens_lift_pass
- *		Read the lineage, the start marker and the sequence; true if the
- *		lineage is recorded, the marker says this server run was seen, and
- *		the sequence's next value is at or above its epoch's start.
- *		Otherwise false, or, when write is true (the caller holds the lock
- *		that serializes this), record the lineage, move the sequence up
- *		(to its epoch, and after a restart above the reserve), mark the
- *		run, and true.
+ *		Read the lineage, the last lift and the sequence; true if the
+ *		lineage is recorded, the sequence was lifted above the reserve since
+ *		the last checkpoint, and its next value is at or above its epoch's
+ *		start.  Otherwise false, or, when write is true (the caller holds
+ *		the lock that serializes this), record the lineage, move the
+ *		sequence up (to its epoch, and above the reserve), record the lift,
+ *		and true.
  */
 static bool
 tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
@@ -335,10 +337,11 @@ tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
 {
 	Relation	rel;
 	TokensPosition recorded;
-	TokensPosition started;
+	TokensPosition lifted;
 	TokensPosition position;
 	uint32		identity = tokens_identity();
-	bool		restarted;
+	XLogRecPtr	redo = GetRedoRecPtr();
+	bool		checkpointed;
 	int64		base;
 	int64		epoch;
 	int64		floor;
@@ -346,15 +349,15 @@ tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
 	rel = relation_open(siblings->lineage, AccessShareLock);
 	tokens_read_position(rel, &recorded);
 	relation_close(rel, NoLock);
-	rel = relation_open(siblings->started, AccessShareLock);
-	tokens_read_position(rel, &started);
+	rel = relation_open(siblings->lifted, AccessShareLock);
+	tokens_read_position(rel, &lifted);
 	relation_close(rel, NoLock);
 	rel = relation_open(sequence, NoLock);
 	tokens_read_position(rel, &position);
 	relation_close(rel, NoLock);
 
-	restarted = !started.is_called || started.last_value != PgStartTime;
-	if (restarted && !write)
+	checkpointed = !lifted.is_called || lifted.last_value != (int64) redo;
+	if (checkpointed && !write)
 		return false;
 
 	if (recorded.is_called &&
@@ -388,31 +391,45 @@ tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
 	floor = epoch << TOKENS_EPOCH_SHIFT;
 
 	/*
-	 * The first draw of this server run: the sequence may have lost its
-	 * last WAL in a crash, but every token handed out is below the
-	 * reserve's durable ceiling (inbox_tokens_drawn).
+	 * Up to the epoch's start with setval: nobody draws below it, since
+	 * every session checks this before its first draw on the timeline.
 	 */
-	if (restarted)
-	{
-		TokensPosition reserve;
-
-		rel = relation_open(siblings->reserve, AccessShareLock);
-		tokens_read_position(rel, &reserve);
-		relation_close(rel, NoLock);
-		floor = Max(floor, reserve.last_value);
-	}
-
-	/* last_value is the next value when not called, else below it */
 	if (position.last_value < floor)
 	{
 		if (!write)
 			return false;
 		tokens_setval(sequence, floor, false);
+		position.last_value = floor;
 	}
 
-	/* after the sequence is up: WAL order makes a marked run a lifted one */
-	if (restarted)
-		tokens_setval(siblings->started, PgStartTime, true);
+	/*
+	 * The first draw since the last checkpoint, which may have ended a
+	 * crash's recovery: the sequence may have lost its last WAL, but every
+	 * token handed out is below the reserve's durable ceiling
+	 * (inbox_tokens_drawn), so draw up to it.  With nextval, not setval:
+	 * sessions that lifted before the checkpoint draw meanwhile, and a
+	 * setval could move the sequence back below one of their draws.  The
+	 * distance is at most about TOKENS_RESERVE (plus the tokens a crash
+	 * lost, which the last raise's flush bounds alike), so without a
+	 * crash this skips at most that many values once per checkpoint.
+	 */
+	if (checkpointed)
+	{
+		TokensPosition reserve;
+		int64		value = position.last_value;
+
+		rel = relation_open(siblings->reserve, AccessShareLock);
+		tokens_read_position(rel, &reserve);
+		relation_close(rel, NoLock);
+		while (value < reserve.last_value)
+		{
+			CHECK_FOR_INTERRUPTS();
+			value = nextval_internal(sequence, false);
+		}
+
+		/* after the sequence is up: in WAL order, a recorded lift is done */
+		tokens_setval(siblings->lifted, (int64) redo, true);
+	}
 	return true;
 }
 
@@ -511,9 +528,9 @@ tokens_setval(Oid sequence, int64 value, bool is_called)
  * off.  Instead, inbox_token_reserve holds a ceiling above every token
  * handed out, made durable before a token at or above the old ceiling is
  * returned, and raised TOKENS_RESERVE tokens at a time: an fsync every
- * 1024 tokens.  After a crash, the first draw of the restarted server
- * (tokens_lift) moves the token sequence up to the ceiling, above every
- * token handed out before the crash.  A draw below the ceiling this
+ * 1024 tokens.  After a crash, the first draw after the checkpoint that
+ * ends recovery (tokens_lift) moves the token sequence up to the ceiling,
+ * above every token handed out before the crash.  A draw below the ceiling this
  * session last saw durable costs one comparison.
  */
 void
