@@ -23,6 +23,7 @@ OBJS = \
 	src/marker.o \
 	src/twophase.o \
 	src/twophase_fast.o \
+	src/tokens.o \
 	src/prune.o \
 	src/maintenance.o \
 	src/worker.o \
@@ -33,12 +34,14 @@ DATA_built = inbox--$(EXTVERSION).sql
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects dba bounds security fuzz claim claim_many marker claim_errors privileges search_path cache \
-	twophase twophase_fast sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome
+	twophase twophase_fast sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
+	tokens
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
-	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard
+	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard \
+	tokens-sessions
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

@@ -86,13 +86,57 @@ CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
 	WHERE state IN ('processed', 'failed');
 
 -- Fencing tokens: every change of ownership of a two-phase claim draws the
--- next value, so tokens strictly increase across all claims.  A sequence
--- never hands out a value twice, even across a crash (it logs ahead), and
--- it is dumped with its position, so a restore continues past it.
-CREATE SEQUENCE inbox_token_seq AS bigint;
+-- next value, so tokens strictly increase across all claims.  Each drawn
+-- token is made durable before it is returned, whatever synchronous_commit
+-- says (src/tokens.c), and the sequence is dumped with its position, so a
+-- restore continues past it.  CACHE 1 (the default) is required: with a
+-- cache, each session draws from its own range.
+CREATE SEQUENCE inbox_token_seq AS bigint CACHE 1 NO CYCLE;
 SELECT pg_catalog.pg_extension_config_dump('inbox_token_seq', '');
 
 COMMENT ON SEQUENCE inbox_token_seq IS 'fencing tokens of two-phase claims';
+
+-- The lineage of this database's tokens (src/tokens.c): the top bits of a
+-- token are an epoch, base + timeline - 1, so a standby promoted while it
+-- lagged hands out tokens above the old primary's.  Written by the first
+-- draw of a new lineage (a new database, a restore, pg_upgrade), never
+-- dumped, so that a restore starts a new lineage above the old one.
+CREATE SEQUENCE inbox_token_epoch AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+COMMENT ON SEQUENCE inbox_token_epoch IS
+'lineage of the fencing tokens: a hash of the system identifier and database, and the base epoch';
+
+-- A durable ceiling above every token handed out, raised 1024 tokens at a
+-- time, and the checkpoint (its redo LSN) after which the token sequence
+-- was last moved up to it: the first draw after each checkpoint does, and
+-- recovery from a crash ends with one, so a crash that lost the sequence's
+-- last WAL repeats no token.
+CREATE SEQUENCE inbox_token_reserve AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+CREATE SEQUENCE inbox_token_lifted AS bigint MINVALUE 0 START 0 CACHE 1 NO CYCLE;
+
+COMMENT ON SEQUENCE inbox_token_reserve IS
+'a durable ceiling above every fencing token handed out';
+COMMENT ON SEQUENCE inbox_token_lifted IS
+'redo LSN of the checkpoint after which the fencing tokens were last moved above the ceiling';
+
+-- Refuses an ALTER of inbox_token_seq that would let tokens repeat or
+-- decrease: CACHE > 1, INCREMENT <= 0, CYCLE, a RESTART at or below a value
+-- already handed out, SET UNLOGGED.  The functions check the sequence's
+-- settings again at every draw, for an ALTER this trigger did not see.
+CREATE FUNCTION inbox_token_seq_guard()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'inbox_token_seq_guard'
+LANGUAGE C;
+
+COMMENT ON FUNCTION inbox_token_seq_guard() IS
+'event trigger: refuses settings of inbox_token_seq that would break the order of fencing tokens';
+
+CREATE EVENT TRIGGER inbox_token_seq_guard ON ddl_command_start
+	WHEN TAG IN ('ALTER SEQUENCE', 'ALTER TABLE')
+	EXECUTE FUNCTION inbox_token_seq_guard();
+
+COMMENT ON EVENT TRIGGER inbox_token_seq_guard IS
+'refuses settings of inbox_token_seq that would break the order of fencing tokens';
 
 --
 -- Per-consumer settings; a NULL column falls back to the inbox.* setting.
@@ -356,9 +400,12 @@ REVOKE ALL ON FUNCTION inbox_reclaim() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_guard_drop() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_token_seq_guard() FROM PUBLIC;
 -- The CHECK constraints' functions stay callable by PUBLIC (see above).
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE inbox_token_epoch, inbox_token_reserve,
+	inbox_token_lifted FROM PUBLIC;
 
 -- Monitoring roles read the figures, as they read pg_stat_statements'.
 -- inbox_worker_status() shows them every database's (pg_monitor has the

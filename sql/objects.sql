@@ -17,12 +17,12 @@ SELECT p.oid::regprocedure AS function, provolatile, proisstrict, proparallel,
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'inbox')
   AND d.deptype = 'e'
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text;
 
 -- Nothing is granted to PUBLIC.
 SELECT p.oid::regprocedure AS function,
 	   has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
-FROM pg_proc p WHERE p.proname LIKE 'inbox%' ORDER BY 1::text;
+FROM pg_proc p WHERE p.proname LIKE 'inbox%' ORDER BY p.oid::regprocedure::text;
 SELECT has_table_privilege('public', 'inbox', 'SELECT') AS public_select,
 	   has_table_privilege('public', 'inbox', 'INSERT') AS public_insert;
 

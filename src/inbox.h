@@ -14,6 +14,9 @@
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	twophase_fast.c	their fast path: a new claim and its completion
  *				written with the access methods
+ *	tokens.c	fencing tokens only ever go up: durable before they are
+ *				seen, and inbox_token_seq kept from settings that break
+ *				their order
  *	prune.c		pruning old markers, in batches
  *	maintenance.c	reclaiming dead claims; a pass of batches, for the SQL
  *				functions
@@ -90,6 +93,9 @@
 #define INBOX_OPEN_CLAIMS_NAME	"inbox_open_claims"
 #define INBOX_PRUNABLE_NAME		"inbox_prunable"
 #define INBOX_TOKEN_SEQ_NAME	"inbox_token_seq"
+#define INBOX_TOKEN_EPOCH_NAME	"inbox_token_epoch"
+#define INBOX_TOKEN_RESERVE_NAME "inbox_token_reserve"
+#define INBOX_TOKEN_LIFTED_NAME	"inbox_token_lifted"
 #define INBOX_CONSUMERS_NAME	"inbox_consumers"
 #define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 
@@ -277,6 +283,10 @@ extern bool inbox_fast_begin(const InboxObjects *objects, Relation heap,
 extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
 								text *message_id, text *consumer, int64 token,
 								bool *completed);
+
+/* tokens.c */
+extern void inbox_tokens_check(Oid sequence);
+extern void inbox_tokens_drawn(Oid sequence, int64 largest);
 
 /* prune.c */
 extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,

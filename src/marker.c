@@ -247,7 +247,9 @@ marker_insert(MarkerWriter *writer, text *message_id)
 		 * A new token for every claim written, as inbox_begin's INSERT
 		 * draws one; nextval checks the caller's USAGE on the sequence.
 		 */
+		inbox_tokens_check(objects->token_sequence_oid);
 		writer->token = nextval_internal(objects->token_sequence_oid, true);
+		inbox_tokens_drawn(objects->token_sequence_oid, writer->token);
 		values[INBOX_ATT_STATE - 1] = ObjectIdGetDatum(objects->claimed_oid);
 		values[INBOX_ATT_TOKEN - 1] = Int64GetDatum(writer->token);
 		values[INBOX_ATT_LEASE_UNTIL - 1] = TimestampTzGetDatum(writer->lease_until);

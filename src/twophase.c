@@ -314,6 +314,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		return;
 	}
 
+	inbox_tokens_check(objects.token_sequence_oid);
 	SPI_connect();
 	now = GetCurrentTimestamp();
 	memset(nulls, ' ', sizeof(nulls));
@@ -398,6 +399,11 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	else if (!twophase_row_answers(row_plan, values, now, result))
 		elog(ERROR, "marker locked by inbox_begin is in an unexpected state");
 	SPI_finish();
+
+	/* The token is durable before the caller sees it (tokens.c). */
+	if (result->outcome == OUTCOME_CLAIMED ||
+		result->outcome == OUTCOME_TAKEN_OVER)
+		inbox_tokens_drawn(objects.token_sequence_oid, result->token);
 }
 
 /*
@@ -670,6 +676,7 @@ inbox_next(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	twophase_start("inbox_next()", &objects);
+	inbox_tokens_check(objects.token_sequence_oid);
 	plan = inbox_plan(&next_plan, &objects,
 					  "WITH settings AS ("
 					  " SELECT " CONSUMER_LEASE("$1", "$3", "$5") " AS lease,"
@@ -703,6 +710,8 @@ inbox_next(PG_FUNCTION_ARGS)
 
 	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "inbox_next statement failed");
+	if (SPI_processed > 0)
+		inbox_tokens_drawn(objects.token_sequence_oid, 0);
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
