@@ -26,6 +26,7 @@
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
@@ -131,9 +132,15 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 				   int64 reclaimed, const char *error)
 {
 	InboxDatabaseStatus *slot;
+	int			len = 0;
 
 	if (shared_state == NULL)
 		return;
+
+	/* Cut at a character boundary: the figures are shown as text. */
+	if (error != NULL)
+		len = pg_mbcliplen(error, strlen(error), sizeof(slot->last_error) - 1);
+
 	LWLockAcquire(shared_state->lock, LW_EXCLUSIVE);
 	slot = shmem_slot(dboid);
 	slot->pass_start = start;
@@ -142,7 +149,9 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 	slot->reclaimed = reclaimed;
 	slot->pruned_total += pruned;
 	slot->reclaimed_total += reclaimed;
-	strlcpy(slot->last_error, error ? error : "", sizeof(slot->last_error));
+	if (len > 0)
+		memcpy(slot->last_error, error, len);
+	slot->last_error[len] = '\0';
 	slot->passes++;
 	LWLockRelease(shared_state->lock);
 }

@@ -139,6 +139,27 @@ is( $node->safe_psql(
 	'no temp table:postgres',
 	"a trigger runs as the table's owner, in a security-restricted operation");
 
+# A pass that fails keeps its error in the status, cut to the status's
+# size at a character boundary: here a message of two-byte characters.
+$node->safe_psql(
+	'app', q{
+	CREATE OR REPLACE FUNCTION att.restricted() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		RAISE EXCEPTION '%', repeat('é', 200);
+	END
+	$$;
+	SELECT ext.inbox_begin('job-5', 'jobs', interval '1 microsecond');
+});
+ok( $node->poll_query_until(
+		'app', q{SELECT last_error LIKE 'éé%' FROM ext.inbox_worker_status() WHERE database = 'app'}),
+	'a failed pass records its error');
+my $hex = $node->safe_psql('app',
+	q{SELECT encode(convert_to(last_error, 'UTF8'), 'hex') FROM ext.inbox_worker_status() WHERE database = 'app'});
+my $bytes = pack('H*', $hex);
+ok(length($bytes) <= 255 && utf8::decode($bytes),
+	'its error is cut at a character boundary: valid UTF-8, at most 255 bytes');
+$node->safe_psql('app', 'DROP TRIGGER restricted ON ext.inbox');
+
 # The worker's figures: a grantee without pg_read_all_stats sees its own
 # database only; pg_monitor sees them all, and reads inbox_stats.
 ok( $node->poll_query_until(
