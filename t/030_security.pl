@@ -130,4 +130,66 @@ ok($node->poll_query_until('shop2', 'SELECT count(*) = 0 FROM inbox.inbox WHERE 
 	'and the worker prunes there');
 is(mallory_is_superuser(), 'f', 'mallory is still not a superuser');
 
+# 3. An operator planted before CREATE EXTENSION, in a schema a superuser
+# owns but where mallory may create objects (as in a cluster upgraded from
+# PostgreSQL 14, whose public let everyone create), is not bound into
+# inbox_stats, which a superuser then reads.
+$node->safe_psql(
+	'postgres', q{
+	CREATE DATABASE shop3 OWNER postgres;
+});
+$node->safe_psql(
+	'shop3', q{
+	CREATE SCHEMA ext3 AUTHORIZATION postgres;
+	GRANT USAGE, CREATE ON SCHEMA ext3 TO mallory;
+	CREATE SCHEMA att AUTHORIZATION mallory;
+	GRANT USAGE ON SCHEMA att TO PUBLIC;
+});
+$node->safe_psql(
+	'shop3', q{
+	-- Returns the middle of the schema name it hides in, so that the
+	-- statement it is injected into goes on and commits.
+	CREATE FUNCTION att.escalate() RETURNS text LANGUAGE plpgsql AS $f$
+	BEGIN
+		IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+			ALTER ROLE mallory SUPERUSER;
+		END IF;
+		RETURN $q$'||att.escalate()||'$q$;
+	END $f$;
+	CREATE FUNCTION ext3.hostile_eq(anyenum, text) RETURNS boolean
+	LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM att.escalate();
+		RETURN true;
+	END $$;
+	CREATE OPERATOR ext3.= (LEFTARG = anyenum, RIGHTARG = text,
+							FUNCTION = ext3.hostile_eq);
+	}, extra_params => [ '-U', 'mallory' ]);
+$node->safe_psql(
+	'shop3', q{
+	CREATE EXTENSION inbox SCHEMA ext3;
+	SELECT ext3.inbox_claim('m-1', 'credit');
+	SELECT ext3.inbox_begin('m-2', 'email');
+	SELECT * FROM ext3.inbox_stats;
+});
+is(mallory_is_superuser(), 'f',
+	'a superuser reading inbox_stats runs no operator planted before the install');
+
+# 4. A schema name that reads as SQL inside a string literal: a superuser
+# named it (only a superuser may rename this schema), and the statements
+# that draw tokens must not run what it says.
+$node->safe_psql(
+	'shop3', q{
+	ALTER SCHEMA ext3 RENAME TO "x'||att.escalate()||'";
+	UPDATE "x'||att.escalate()||'".inbox SET lease_until = now() - interval '1 second';
+});
+for my $call (
+	q{SELECT "x'||att.escalate()||'".inbox_begin('m-2', 'email')},
+	q{SELECT * FROM "x'||att.escalate()||'".inbox_next('email')})
+{
+	$node->safe_psql('shop3', $call);
+}
+is(mallory_is_superuser(), 'f',
+	'a schema name with a quote injects nothing into inbox_begin or inbox_next');
+
 done_testing();
