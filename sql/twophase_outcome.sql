@@ -165,5 +165,11 @@ RESET ROLE;
 DROP OWNED BY regress_inbox_outcome;
 DROP ROLE regress_inbox_outcome;
 
+-- A claim written by hand without a lease has no answer: a clear error,
+-- never an internal one.
+INSERT INTO inbox (message_id, consumer, state, token)
+VALUES ('no-lease', 'email', 'claimed', 1);
+SELECT * FROM inbox_begin_outcome('no-lease', 'email');
+
 DELETE FROM inbox;
 DROP EXTENSION inbox;

@@ -397,7 +397,12 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 
 	/* 3. Not taken: the version the upsert locked says why. */
 	else if (!twophase_row_answers(row_plan, values, now, result))
-		elog(ERROR, "marker locked by inbox_begin is in an unexpected state");
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("marker of message \"%s\" for consumer \"%s\" is in a state inbox_begin cannot take",
+						text_to_cstring(message_id), text_to_cstring(consumer)),
+				 errdetail("It is claimed without a lease, or the table was changed; only a marker written past the functions can be."),
+				 errhint("Give it a lease_until, or set its state to released, by hand.")));
 	SPI_finish();
 
 	/* The token is durable before the caller sees it (tokens.c). */
