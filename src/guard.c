@@ -32,7 +32,9 @@
 #include "commands/extension.h"
 #include "commands/user.h"
 #include "executor/tuptable.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -45,6 +47,8 @@
 PG_FUNCTION_INFO_V1(inbox_guard_drop);
 
 static bool drop_takes_extension(Node *parsetree, Oid schema, Oid owner);
+static bool drop_is_allowed(Node *parsetree, Oid extension, Oid schema,
+							Oid owner);
 static Oid	markers_table(HeapTuple extension);
 static bool table_has_markers(Oid table);
 
@@ -97,6 +101,33 @@ drop_takes_extension(Node *parsetree, Oid schema, Oid owner)
 			list_member_oid(roles, schema_owner);
 	}
 	return false;
+}
+
+/*
+ * drop_is_allowed
+ *		Would core let the current role run this command, as far as the
+ *		extension is concerned?  It checks ownership only after this
+ *		trigger has run, so the guard checks first what core will.
+ */
+static bool
+drop_is_allowed(Node *parsetree, Oid extension, Oid schema, Oid owner)
+{
+	Oid			role = GetUserId();
+
+	if (IsA(parsetree, DropOwnedStmt))
+	{
+		ListCell   *lc;
+
+		foreach(lc, roleSpecsToIds(((DropOwnedStmt *) parsetree)->roles))
+		{
+			if (!has_privs_of_role(role, lfirst_oid(lc)))
+				return false;
+		}
+		return true;
+	}
+	if (((DropStmt *) parsetree)->removeType == OBJECT_SCHEMA)
+		return pg_namespace_ownercheck(schema, role);
+	return pg_extension_ownercheck(extension, role);
 }
 
 /*
@@ -174,6 +205,7 @@ inbox_guard_drop(PG_FUNCTION_ARGS)
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
+	Oid			extension = InvalidOid;
 	Oid			schema = InvalidOid;
 	Oid			owner = InvalidOid;
 	Oid			table = InvalidOid;
@@ -191,6 +223,7 @@ inbox_guard_drop(PG_FUNCTION_ARGS)
 	tuple = systable_getnext(scan);
 	if (HeapTupleIsValid(tuple))
 	{
+		extension = ((Form_pg_extension) GETSTRUCT(tuple))->oid;
 		schema = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
 		owner = ((Form_pg_extension) GETSTRUCT(tuple))->extowner;
 		table = markers_table(tuple);
@@ -200,7 +233,13 @@ inbox_guard_drop(PG_FUNCTION_ARGS)
 	if (!OidIsValid(table))
 		PG_RETURN_VOID();
 
+	/*
+	 * Only for a role the DROP would let through: anyone else gets core's
+	 * refusal at once, without waiting here for the table's lock (which
+	 * would queue every claim behind it) or learning whether it is empty.
+	 */
 	if (drop_takes_extension(trigdata->parsetree, schema, owner) &&
+		drop_is_allowed(trigdata->parsetree, extension, schema, owner) &&
 		table_has_markers(table))
 		ereport(ERROR,
 				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),

@@ -78,6 +78,7 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/xlog.h"
+#include "utils/acl.h"
 #include "common/hashfn.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
@@ -234,11 +235,11 @@ inbox_tokens_check(Oid sequence)
 				 errdetail("Its CACHE is " INT64_FORMAT ": each session would hand out tokens from its own range, so they would not increase across sessions.",
 						   cache),
 				 errhint("Run ALTER SEQUENCE %s CACHE 1.", name)));
-	if (increment <= 0)
+	if (increment != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sequence \"%s\" cannot issue fencing tokens", name),
-				 errdetail("Its INCREMENT is " INT64_FORMAT ": tokens would decrease.",
+				 errdetail("Its INCREMENT is " INT64_FORMAT ": tokens must go up one by one.",
 						   increment),
 				 errhint("Run ALTER SEQUENCE %s INCREMENT BY 1.", name)));
 	if (cycle)
@@ -642,11 +643,11 @@ tokens_check_alter(Oid relid, List *options)
 					 errmsg("sequence \"%s\" must have CACHE 1", name),
 					 errdetail("Fencing tokens must increase across sessions; with a cache, each session hands out values from its own range.")));
 		else if (strcmp(option->defname, "increment") == 0 &&
-				 defGetInt64(option) <= 0)
+				 defGetInt64(option) != 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("sequence \"%s\" must have a positive INCREMENT", name),
-					 errdetail("Fencing tokens must increase.")));
+					 errmsg("sequence \"%s\" must have INCREMENT 1", name),
+					 errdetail("Fencing tokens must increase, one by one: the durable ceiling above them is raised every 1024 values, and a larger step would make every draw raise it.")));
 		else if (strcmp(option->defname, "cycle") == 0 &&
 				 boolVal(option->arg))
 			ereport(ERROR,
@@ -732,7 +733,12 @@ inbox_token_seq_guard(PG_FUNCTION_ARGS)
 		AlterSeqStmt *stmt = (AlterSeqStmt *) parsetree;
 		Oid			relid = RangeVarGetRelid(stmt->sequence, NoLock, true);
 
-		if (tokens_is_ours(relid))
+		/*
+		 * Only for a role ALTER SEQUENCE would let through: anyone else gets
+		 * core's refusal at once, without waiting here for a lock that
+		 * would queue every claim behind it.
+		 */
+		if (tokens_is_ours(relid) && pg_class_ownercheck(relid, GetUserId()))
 			tokens_check_alter(relid, stmt->options);
 	}
 	else if (IsA(parsetree, AlterTableStmt))
