@@ -149,7 +149,7 @@ static void launcher_pass(void);
 static List *launcher_databases(void);
 static List *launcher_selection(bool *all);
 static void launcher_report_unmatched(List *unmatched, List *all_names);
-static void launcher_run_worker(const LauncherDatabase *database);
+static bool launcher_run_worker(const LauncherDatabase *database);
 static void reload_settings_if_asked(void);
 static bool database_is_wanted(Oid dboid, bool for_transaction);
 static void worker_pin_settings(char **server_values);
@@ -327,7 +327,9 @@ launcher_pass(void)
 				 database->name);
 			continue;
 		}
-		launcher_run_worker(database);
+		/* No slot: the other databases would find none either. */
+		if (!launcher_run_worker(database))
+			break;
 	}
 }
 
@@ -507,9 +509,10 @@ launcher_databases(void)
 
 /*
  * launcher_run_worker
- *		Start the worker of one database and wait until it has finished.
+ *		Start the worker of one database and wait until it has finished;
+ *		false if no background worker slot was free.
  */
-static void
+static bool
 launcher_run_worker(const LauncherDatabase *database)
 {
 	BackgroundWorker worker;
@@ -531,8 +534,8 @@ launcher_run_worker(const LauncherDatabase *database)
 				 errmsg("could not start the inbox worker for database \"%s\"",
 						database->name),
 				 errdetail("All background worker slots are in use."),
-				 errhint("Raise \"max_worker_processes\": inbox needs two slots, one for its launcher and one for the database being maintained.")));
-		return;
+				 errhint("Raise \"max_worker_processes\": inbox needs two slots, one for its launcher and one for the database being maintained, besides those of everything else that uses background workers.")));
+		return false;
 	}
 
 	status = WaitForBackgroundWorkerStartup(handle, &pid);
@@ -540,6 +543,7 @@ launcher_run_worker(const LauncherDatabase *database)
 		status = WaitForBackgroundWorkerShutdown(handle);
 	if (status == BGWH_POSTMASTER_DIED)
 		proc_exit(1);
+	return true;
 }
 
 /*
