@@ -16,8 +16,12 @@
 #error "inbox requires PostgreSQL 15 or later"
 #endif
 
+#include "access/genam.h"
+#include "access/relation.h"
 #include "access/tableam.h"
+#include "catalog/dependency.h"
 #include "catalog/pg_database.h"
+#include "storage/lockdefs.h"
 
 /*
  * A database whose DROP DATABASE was interrupted is marked invalid (15.4
@@ -55,5 +59,42 @@ typedef TU_UpdateIndexes InboxUpdateIndexes;
 typedef bool InboxUpdateIndexes;
 #define inbox_update_needs_btree_entries(u) (u)
 #endif
+
+/*
+ * An index scan (claim.c, marker.c, prune.c, twophase_fast.c): version 18
+ * added an argument for EXPLAIN ANALYZE's index statistics, which none of
+ * our scans report (NULL, as core's own catalog scans pass).
+ */
+#if PG_VERSION_NUM >= 180000
+#define inbox_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define inbox_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
+#endif
+
+/*
+ * The sequence behind an identity column (objects.c), by the table's OID.
+ * Version 17 takes the open relation instead (to follow a partition to its
+ * root); passing an OID there compiles with a warning and crashes, hence
+ * a function rather than a macro.  InvalidOid when the table is gone; the
+ * lock is kept to the end of the transaction, as a table scan's would be.
+ */
+static inline Oid
+inbox_get_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
+{
+#if PG_VERSION_NUM >= 170000
+	Relation	rel = try_relation_open(relid, AccessShareLock);
+	Oid			seqid;
+
+	if (rel == NULL)
+		return InvalidOid;
+	seqid = getIdentitySequence(rel, attnum, missing_ok);
+	relation_close(rel, NoLock);
+	return seqid;
+#else
+	return getIdentitySequence(relid, attnum, missing_ok);
+#endif
+}
 
 #endif							/* INBOX_COMPAT_H */

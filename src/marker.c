@@ -116,7 +116,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	InitDirtySnapshot(writer->dirty);
 	inbox_key_scankeys(writer->keys, key_index, consumer);
 	writer->probe_slot = table_slot_create(heap, NULL);
-	writer->probe = index_beginscan(heap, key_index, &writer->dirty, 2, 0);
+	writer->probe = inbox_index_beginscan(heap, key_index, &writer->dirty, 2, 0);
 	return true;
 }
 

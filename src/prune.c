@@ -350,9 +350,9 @@ prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
 	walk->now = now;
 	walk->position = position;
 	walk->slot = table_slot_create(heap, NULL);
-	walk->consumers = index_beginscan(heap, index, walk->snapshot, 1, 0);
-	walk->markers = index_beginscan(heap, index, walk->snapshot,
-									lengthof(walk->marker_keys), 0);
+	walk->consumers = inbox_index_beginscan(heap, index, walk->snapshot, 1, 0);
+	walk->markers = inbox_index_beginscan(heap, index, walk->snapshot,
+										  lengthof(walk->marker_keys), 0);
 }
 
 /*

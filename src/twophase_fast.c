@@ -154,7 +154,7 @@ consumer_lease(const InboxObjects *objects, text *consumer,
 						   index->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(consumer));
 	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, 1, 0);
+	scan = inbox_index_beginscan(rel, index, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	if (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -231,7 +231,7 @@ static bool
 claim_fetch(Relation heap, Relation key_index, ScanKeyData *keys,
 			Snapshot snapshot, TupleTableSlot *slot)
 {
-	IndexScanDesc scan = index_beginscan(heap, key_index, snapshot, 2, 0);
+	IndexScanDesc scan = inbox_index_beginscan(heap, key_index, snapshot, 2, 0);
 	bool		found;
 
 	index_rescan(scan, keys, 2, NULL, 0);
