@@ -497,9 +497,18 @@ prune_next_consumer(PruneWalk *walk)
 	ScanKeyEntryInitialize(&walk->start_keys[1], SK_ROW_MEMBER | SK_ROW_END, 3,
 						   start_strategy, INT8OID, InvalidOid,
 						   F_BTINT8CMP, Int64GetDatum(start_id));
-	ScanKeyEntryInitialize(&walk->marker_keys[1], SK_ROW_HEADER, 2,
-						   start_strategy, InvalidOid, InvalidOid, InvalidOid,
-						   PointerGetDatum(walk->start_keys));
+
+	/*
+	 * The header is set field by field, as the executor does for a row
+	 * comparison (ExecIndexBuildScanKeys): it has no comparison function,
+	 * which ScanKeyEntryInitialize accepts only for an IS [NOT] NULL key
+	 * (an assertion, seen on builds with --enable-cassert).
+	 */
+	MemSet(&walk->marker_keys[1], 0, sizeof(ScanKeyData));
+	walk->marker_keys[1].sk_flags = SK_ROW_HEADER;
+	walk->marker_keys[1].sk_attno = 2;
+	walk->marker_keys[1].sk_strategy = start_strategy;
+	walk->marker_keys[1].sk_argument = PointerGetDatum(walk->start_keys);
 	/* processed_at < the consumer's cutoff */
 	ScanKeyEntryInitialize(&walk->marker_keys[2], 0, 2, BTLessStrategyNumber,
 						   InvalidOid, InvalidOid, F_TIMESTAMPTZ_LT,
