@@ -24,6 +24,15 @@
 #include "storage/lockdefs.h"
 
 /*
+ * The majors whose executors the fast paths were audited against, path by
+ * path (docs/architecture.md, "Per major").  On any later major every fast
+ * path declines and the SQL paths run, until that major is audited and
+ * this bound raised: code that compiles there is not yet code that does
+ * what its executor does.
+ */
+#define inbox_fast_paths_audited() (PG_VERSION_NUM < 190000)
+
+/*
  * A database whose DROP DATABASE was interrupted is marked invalid (15.4
  * and later) and must not be connected to.
  */

@@ -245,7 +245,8 @@ prune_open_index(Relation heap, const InboxObjects *objects)
 	oidvector  *indclass;
 
 	/* The plain table has no triggers or rules; row security is extra. */
-	if (heap->rd_rel->relrowsecurity ||
+	if (!inbox_fast_paths_audited() ||
+		heap->rd_rel->relrowsecurity ||
 		!OidIsValid(objects->prunable_oid) ||
 		!OidIsValid(objects->processed_oid) ||
 		!OidIsValid(objects->failed_oid) ||

@@ -88,7 +88,8 @@ static bool
 fast_path_applies(const InboxObjects *objects, Relation heap,
 				  AclMode privileges)
 {
-	return !IsolationUsesXactSnapshot() &&
+	return inbox_fast_paths_audited() &&
+		!IsolationUsesXactSnapshot() &&
 		OidIsValid(objects->claimed_oid) &&
 		OidIsValid(objects->processed_oid) &&
 		pg_class_aclmask(objects->table_oid, GetUserId(), privileges,
