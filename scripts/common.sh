@@ -48,6 +48,13 @@ run as root:  apt-get update && apt-get install -y$missing"
 # build_and_install: compile and install the extension into the
 # PostgreSQL that PG_CONFIG names.
 build_and_install() {
+	# PGXS rebuilds nothing when only PG_CONFIG changed: object files of
+	# another major would be linked in.  Start clean when it changes.
+	local stamp=$TOP/.pg_config_used
+	if [ "$(cat "$stamp" 2>/dev/null)" != "$PG_CONFIG" ]; then
+		make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" clean >/dev/null 2>&1 || true
+		echo "$PG_CONFIG" >"$stamp" 2>/dev/null || true
+	fi
 	say "==> building"
 	make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
 	say "==> installing into $("$PG_CONFIG" --sharedir)/extension"
