@@ -2,8 +2,11 @@
 #
 #   make demo        set up, build, install, and show two consumers racing
 #   make test        set up, build, install, and run every test
+#   make test-all    the same on every supported major (15 to 18), the
+#                    others built from source once (scripts/build-pg)
 #   make bench       set up, build, install, and compare inbox_claim with
 #                    what users write by hand (bench/results/)
+#   make bench-majors  the claim comparison on 15 and 18 side by side
 #   make             build only (needs PostgreSQL's server headers)
 #   make install     install into the PostgreSQL that pg_config names
 #   make installcheck  run the tests against the installed extension; each
@@ -68,16 +71,22 @@ $(OBJS): src/inbox.h src/compat.h
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.
-.PHONY: demo test bench bench-prune bench-growth bench-robustness
+.PHONY: demo test test-all bench bench-majors bench-prune bench-growth bench-robustness
 demo:
 	@scripts/demo
 
 test:
 	@scripts/test
 
+test-all:
+	@scripts/test-all
+
 # Not part of make test: benchmarks take minutes and assert nothing.
 bench:
 	@bench/run
+
+bench-majors:
+	@bench/majors
 
 bench-prune:
 	@bench/prune

@@ -5,9 +5,11 @@
 # unprivileged user that runs PostgreSQL servers: PostgreSQL refuses to run
 # as root.  Sourced, not run.
 
-# PG_CONFIG may name another installation of the same major (a private
-# copy, so that two checkouts can be tested side by side).
+# PG_CONFIG may name any installation of a supported major (15 to 18): a
+# PGDG or Homebrew one, a private copy, one scripts/build-pg built.  Then
+# nothing is installed with apt-get; it only checks what the tests need.
 PG_MAJOR=15
+PG_CONFIG_GIVEN=${PG_CONFIG:+yes}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$PG_MAJOR/bin/pg_config}
 PG_BIN=$(dirname "$PG_CONFIG")
 PACKAGES="postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libipc-run-perl"
@@ -19,9 +21,16 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 is_root() { [ "$(id -u)" -eq 0 ]; }
 
-# ensure_packages: install the Debian packages the build and tests need.
+# ensure_packages: install the Debian packages the build and tests need;
+# with a PG_CONFIG given, check that it runs and that IPC::Run is there.
 ensure_packages() {
 	local missing="" p
+	if [ -n "$PG_CONFIG_GIVEN" ]; then
+		"$PG_CONFIG" --version >/dev/null 2>&1 || die "PG_CONFIG=$PG_CONFIG does not run"
+		perl -MIPC::Run -e 1 2>/dev/null ||
+			die "the TAP tests need Perl's IPC::Run (Debian: libipc-run-perl; CPAN: IPC::Run)"
+		return 0
+	fi
 	for p in $PACKAGES; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
 			missing="$missing $p"
@@ -36,8 +45,16 @@ run as root:  apt-get update && apt-get install -y$missing"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q $missing >/dev/null
 }
 
-# build_and_install: compile and install the extension into PostgreSQL 15.
+# build_and_install: compile and install the extension into the
+# PostgreSQL that PG_CONFIG names.
 build_and_install() {
+	# PGXS rebuilds nothing when only PG_CONFIG changed: object files of
+	# another major would be linked in.  Start clean when it changes.
+	local stamp=$TOP/.pg_config_used
+	if [ "$(cat "$stamp" 2>/dev/null)" != "$PG_CONFIG" ]; then
+		make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" clean >/dev/null 2>&1 || true
+		echo "$PG_CONFIG" >"$stamp" 2>/dev/null || true
+	fi
 	say "==> building"
 	make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
 	say "==> installing into $("$PG_CONFIG" --sharedir)/extension"

@@ -70,8 +70,11 @@ SELECT q, pg_temp.error_of(q) FROM (VALUES
 	($$SELECT inbox_configure('email', max_attempts => 0)$$)) v(q);
 SELECT inbox_configure('email', max_attempts => 0);
 SET inbox.max_attempts = 0;
-SET inbox.lease = 0;
-SET inbox.lease = '25h';
+-- inbox.lease out of its range (22023).  How core words the bounds
+-- changed in 18 (it gives their units), so the message is cut there.
+SELECT q, split_part(pg_temp.error_of(q), ' (', 1) AS error FROM (VALUES
+	($$SET inbox.lease = 0$$),
+	($$SET inbox.lease = '25h'$$)) v(q);
 
 -- Wrong and stale tokens are answers (false), not errors.
 SELECT inbox_extend('m', 'email', -1) AS negative_token,

@@ -197,7 +197,7 @@ probe_begin(ClaimProbe *probe, Relation heap, Relation index, text *consumer)
 {
 	inbox_key_scankeys(probe->keys, index, consumer);
 	probe->slot = table_slot_create(heap, NULL);
-	probe->scan = index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
+	probe->scan = inbox_index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
 }
 
 /*

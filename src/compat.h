@@ -16,8 +16,21 @@
 #error "inbox requires PostgreSQL 15 or later"
 #endif
 
+#include "access/genam.h"
+#include "access/relation.h"
 #include "access/tableam.h"
+#include "catalog/dependency.h"
 #include "catalog/pg_database.h"
+#include "storage/lockdefs.h"
+
+/*
+ * The majors whose executors the fast paths were audited against, path by
+ * path (docs/architecture.md, "Per major").  On any later major every fast
+ * path declines and the SQL paths run, until that major is audited and
+ * this bound raised: code that compiles there is not yet code that does
+ * what its executor does.
+ */
+#define inbox_fast_paths_audited() (PG_VERSION_NUM < 190000)
 
 /*
  * A database whose DROP DATABASE was interrupted is marked invalid (15.4
@@ -55,5 +68,42 @@ typedef TU_UpdateIndexes InboxUpdateIndexes;
 typedef bool InboxUpdateIndexes;
 #define inbox_update_needs_btree_entries(u) (u)
 #endif
+
+/*
+ * An index scan (claim.c, marker.c, prune.c, twophase_fast.c): version 18
+ * added an argument for EXPLAIN ANALYZE's index statistics, which none of
+ * our scans report (NULL, as core's own catalog scans pass).
+ */
+#if PG_VERSION_NUM >= 180000
+#define inbox_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define inbox_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
+#endif
+
+/*
+ * The sequence behind an identity column (objects.c), by the table's OID.
+ * Version 17 takes the open relation instead (to follow a partition to its
+ * root); passing an OID there compiles with a warning and crashes, hence
+ * a function rather than a macro.  InvalidOid when the table is gone; the
+ * lock is kept to the end of the transaction, as a table scan's would be.
+ */
+static inline Oid
+inbox_get_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
+{
+#if PG_VERSION_NUM >= 170000
+	Relation	rel = try_relation_open(relid, AccessShareLock);
+	Oid			seqid;
+
+	if (rel == NULL)
+		return InvalidOid;
+	seqid = getIdentitySequence(rel, attnum, missing_ok);
+	relation_close(rel, NoLock);
+	return seqid;
+#else
+	return getIdentitySequence(relid, attnum, missing_ok);
+#endif
+}
 
 #endif							/* INBOX_COMPAT_H */

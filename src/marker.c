@@ -93,7 +93,8 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 				   Relation heap, Relation key_index, text *consumer,
 				   bool row_security, bool claimed)
 {
-	if (IsolationUsesXactSnapshot() || row_security ||
+	if (!inbox_fast_paths_audited() ||
+		IsolationUsesXactSnapshot() || row_security ||
 		!inbox_index_is_usable(key_index) ||
 		!OidIsValid(objects->id_sequence_oid) ||
 		!OidIsValid(claimed ? objects->claimed_oid : objects->processed_oid) ||
@@ -116,7 +117,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	InitDirtySnapshot(writer->dirty);
 	inbox_key_scankeys(writer->keys, key_index, consumer);
 	writer->probe_slot = table_slot_create(heap, NULL);
-	writer->probe = index_beginscan(heap, key_index, &writer->dirty, 2, 0);
+	writer->probe = inbox_index_beginscan(heap, key_index, &writer->dirty, 2, 0);
 	return true;
 }
 

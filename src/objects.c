@@ -512,7 +512,7 @@ objects_lookup(void)
 	namestrcpy(&found.schema_name, schema_name);
 
 	/* What the claims' fast path (marker.c) writes without SQL. */
-	found.id_sequence_oid = getIdentitySequence(table, 1, true);
+	found.id_sequence_oid = inbox_get_identity_sequence(table, 1, true);
 	state_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
 								 CStringGetDatum(INBOX_STATE_TYPE_NAME),
 								 ObjectIdGetDatum(schema));

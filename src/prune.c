@@ -247,7 +247,8 @@ prune_open_index(Relation heap, const InboxObjects *objects)
 	oidvector  *indclass;
 
 	/* The plain table has no triggers or rules; row security is extra. */
-	if (heap->rd_rel->relrowsecurity ||
+	if (!inbox_fast_paths_audited() ||
+		heap->rd_rel->relrowsecurity ||
 		!OidIsValid(objects->prunable_oid) ||
 		!OidIsValid(objects->processed_oid) ||
 		!OidIsValid(objects->failed_oid) ||
@@ -366,9 +367,9 @@ prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
 	walk->now = now;
 	walk->position = position;
 	walk->slot = table_slot_create(heap, NULL);
-	walk->consumers = index_beginscan(heap, index, walk->snapshot, 1, 0);
-	walk->markers = index_beginscan(heap, index, walk->snapshot,
-									lengthof(walk->marker_keys), 0);
+	walk->consumers = inbox_index_beginscan(heap, index, walk->snapshot, 1, 0);
+	walk->markers = inbox_index_beginscan(heap, index, walk->snapshot,
+										  lengthof(walk->marker_keys), 0);
 }
 
 /*
@@ -522,9 +523,18 @@ prune_next_consumer(PruneWalk *walk)
 	ScanKeyEntryInitialize(&walk->start_keys[1], SK_ROW_MEMBER | SK_ROW_END, 3,
 						   start_strategy, INT8OID, InvalidOid,
 						   F_BTINT8CMP, Int64GetDatum(start_id));
-	ScanKeyEntryInitialize(&walk->marker_keys[1], SK_ROW_HEADER, 2,
-						   start_strategy, InvalidOid, InvalidOid, InvalidOid,
-						   PointerGetDatum(walk->start_keys));
+
+	/*
+	 * The header is set field by field, as the executor does for a row
+	 * comparison (ExecIndexBuildScanKeys): it has no comparison function,
+	 * which ScanKeyEntryInitialize accepts only for an IS [NOT] NULL key
+	 * (an assertion, seen on builds with --enable-cassert).
+	 */
+	MemSet(&walk->marker_keys[1], 0, sizeof(ScanKeyData));
+	walk->marker_keys[1].sk_flags = SK_ROW_HEADER;
+	walk->marker_keys[1].sk_attno = 2;
+	walk->marker_keys[1].sk_strategy = start_strategy;
+	walk->marker_keys[1].sk_argument = PointerGetDatum(walk->start_keys);
 	/* processed_at < the consumer's cutoff */
 	ScanKeyEntryInitialize(&walk->marker_keys[2], 0, 2, BTLessStrategyNumber,
 						   InvalidOid, InvalidOid, F_TIMESTAMPTZ_LT,

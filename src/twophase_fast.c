@@ -90,7 +90,8 @@ static bool
 fast_path_applies(const InboxObjects *objects, Relation heap,
 				  AclMode privileges)
 {
-	return !IsolationUsesXactSnapshot() &&
+	return inbox_fast_paths_audited() &&
+		!IsolationUsesXactSnapshot() &&
 		OidIsValid(objects->claimed_oid) &&
 		OidIsValid(objects->processed_oid) &&
 		pg_class_aclmask(objects->table_oid, GetUserId(), privileges,
@@ -158,7 +159,7 @@ consumer_lease(const InboxObjects *objects, text *consumer,
 						   index->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(consumer));
 	slot = table_slot_create(rel, NULL);
-	scan = index_beginscan(rel, index, snapshot, 1, 0);
+	scan = inbox_index_beginscan(rel, index, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	if (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -235,7 +236,7 @@ static bool
 claim_fetch(Relation heap, Relation key_index, ScanKeyData *keys,
 			Snapshot snapshot, TupleTableSlot *slot)
 {
-	IndexScanDesc scan = index_beginscan(heap, key_index, snapshot, 2, 0);
+	IndexScanDesc scan = inbox_index_beginscan(heap, key_index, snapshot, 2, 0);
 	bool		found;
 
 	index_rescan(scan, keys, 2, NULL, 0);
