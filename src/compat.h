@@ -106,4 +106,21 @@ inbox_get_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
 #endif
 }
 
+/*
+ * Ownership checks (guard.c, tokens.c): one function for every kind of
+ * object from version 16 on, one per kind before.
+ */
+#if PG_VERSION_NUM >= 160000
+#define inbox_class_ownercheck(relid, role) \
+	object_ownercheck(RelationRelationId, (relid), (role))
+#define inbox_namespace_ownercheck(nsp, role) \
+	object_ownercheck(NamespaceRelationId, (nsp), (role))
+#define inbox_extension_ownercheck(ext, role) \
+	object_ownercheck(ExtensionRelationId, (ext), (role))
+#else
+#define inbox_class_ownercheck(relid, role) pg_class_ownercheck((relid), (role))
+#define inbox_namespace_ownercheck(nsp, role) pg_namespace_ownercheck((nsp), (role))
+#define inbox_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
+#endif
+
 #endif							/* INBOX_COMPAT_H */

@@ -126,8 +126,8 @@ drop_is_allowed(Node *parsetree, Oid extension, Oid schema, Oid owner)
 		return true;
 	}
 	if (((DropStmt *) parsetree)->removeType == OBJECT_SCHEMA)
-		return pg_namespace_ownercheck(schema, role);
-	return pg_extension_ownercheck(extension, role);
+		return inbox_namespace_ownercheck(schema, role);
+	return inbox_extension_ownercheck(extension, role);
 }
 
 /*

@@ -738,7 +738,7 @@ inbox_token_seq_guard(PG_FUNCTION_ARGS)
 		 * core's refusal at once, without waiting here for a lock that
 		 * would queue every claim behind it.
 		 */
-		if (tokens_is_ours(relid) && pg_class_ownercheck(relid, GetUserId()))
+		if (tokens_is_ours(relid) && inbox_class_ownercheck(relid, GetUserId()))
 			tokens_check_alter(relid, stmt->options);
 	}
 	else if (IsA(parsetree, AlterTableStmt))
