@@ -36,7 +36,7 @@ DATA_built = inbox--$(EXTVERSION).sql
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
-REGRESS = objects dba bounds security fuzz claim claim_many marker claim_errors privileges search_path cache \
+REGRESS = objects dba partition bounds security fuzz claim claim_many marker claim_errors privileges search_path cache \
 	twophase twophase_fast sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
 	tokens
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf

@@ -99,17 +99,6 @@ CREATE INDEX inbox_message_id_consumer_key ON inbox (message_id, consumer);
 SELECT inbox_claim('k-1', 'credit');
 ROLLBACK;
 
--- A partition of another table: a plain INSERT must meet the partition's
--- constraint, and so must a claim.
-BEGIN;
-CREATE TABLE all_inbox (LIKE inbox) PARTITION BY LIST (consumer);
-ALTER TABLE all_inbox ATTACH PARTITION inbox FOR VALUES IN ('credit');
-SELECT inbox_claim('p-1', 'credit') AS in_partition;
-\set VERBOSITY terse
-SELECT inbox_claim('p-2', 'email');
-\set VERBOSITY default
-ROLLBACK;
-
 -- A table that inherits from inbox is not the extension's: the statements
 -- (reclaim, and pruning by statement) change rows of inbox only, though a
 -- child's row may sit at the same row pointer as a marker.
