@@ -159,6 +159,7 @@ static bool tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
 static uint32 tokens_identity(void);
 static Oid	tokens_sibling(Oid sequence, const char *name);
 static void tokens_setval(Oid sequence, int64 value, bool is_called);
+static int64 tokens_raise_reserve(Oid sequence, int64 largest);
 static bool tokens_is_ours(Oid relid);
 static void tokens_check_alter(Oid relid, List *options);
 
@@ -524,14 +525,12 @@ tokens_setval(Oid sequence, int64 value, bool is_called)
  *
  * How, cheaply.  Flushing the WAL up to the token sequence's page LSN at
  * each draw would be exact, but the sequence logs only SEQ_LOG_VALS (32)
- * values ahead, so that costs an fsync every 32 tokens: measured, a begin
- * + complete cycle at 4 clients under synchronous_commit = off ran at
- * 0.66x the throughput without it (median of 5 rounds side by side,
- * 0.53x-0.80x).  Instead, inbox_token_reserve holds a ceiling above every
- * token handed out, made durable before a token at or above the old
- * ceiling is returned, and raised TOKENS_RESERVE tokens at a time: an
- * fsync every 1024 tokens (the same cycle: 0.89x-0.95x in medians of
- * runs whose noise was wider than that).  After a crash, the first draw
+ * values ahead, so that costs an fsync every 32 tokens, which measurably
+ * slowed a begin + complete cycle under synchronous_commit = off
+ * (bench/HISTORY.md, Hardening).  Instead, inbox_token_reserve holds a
+ * ceiling above every token handed out, made durable before a token at or
+ * above the old ceiling is returned, and raised TOKENS_RESERVE tokens at a
+ * time: an fsync every 1024 tokens.  After a crash, the first draw
  * after the checkpoint that ends recovery (tokens_lift) moves the token
  * sequence up to the ceiling, above every token handed out before the
  * crash.  A draw below the ceiling this session last saw durable costs
@@ -540,16 +539,14 @@ tokens_setval(Oid sequence, int64 value, bool is_called)
 void
 inbox_tokens_drawn(Oid sequence, int64 largest)
 {
-	Relation	rel;
-	TokensPosition position;
-	Oid			reserve;
-	LockRelId	lockid;
-
 	if (!OidIsValid(sequence))
 		return;
 
 	if (largest <= 0)
 	{
+		Relation	rel;
+		TokensPosition position;
+
 		/* nextval holds RowExclusiveLock until the transaction ends */
 		rel = relation_open(sequence, NoLock);
 		tokens_read_position(rel, &position);
@@ -559,18 +556,35 @@ inbox_tokens_drawn(Oid sequence, int64 largest)
 	if (sequence == reserved_sequence && largest < reserved_below)
 		return;
 
-	reserve = tokens_sibling(sequence, INBOX_TOKEN_RESERVE_NAME);
+	/* only once it is durable */
+	reserved_below = tokens_raise_reserve(sequence, largest);
+	reserved_sequence = sequence;
+}
 
-	/*
-	 * Raise the ceiling under a lock that serializes the raises, so that
-	 * none lowers another's; a session lock, released at once, so that a
-	 * long transaction that raised it does not hold up the others.
-	 */
+/*
+ * tokens_raise_reserve
+ *		Make the ceiling above largest durable, raising it if it is not
+ *		above; returns the ceiling.
+ *
+ * Under a lock that serializes the raises, so that none lowers another's;
+ * a session lock, released at once, so that a long transaction that raised
+ * it does not hold up the others.
+ */
+static int64
+tokens_raise_reserve(Oid sequence, int64 largest)
+{
+	Oid			reserve = tokens_sibling(sequence, INBOX_TOKEN_RESERVE_NAME);
+	LockRelId	lockid;
+	volatile int64 ceiling = 0;
+
 	lockid.relId = reserve;
 	lockid.dbId = MyDatabaseId;
 	LockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
 	PG_TRY();
 	{
+		Relation	rel;
+		TokensPosition position;
+
 		rel = relation_open(reserve, AccessShareLock);
 		tokens_read_position(rel, &position);
 		relation_close(rel, NoLock);
@@ -583,16 +597,14 @@ inbox_tokens_drawn(Oid sequence, int64 largest)
 		}
 		if (XLogNeedsFlush(position.lsn))
 			XLogFlush(position.lsn);
+		ceiling = position.last_value;
 	}
 	PG_FINALLY();
 	{
 		UnlockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
 	}
 	PG_END_TRY();
-
-	/* only once it is durable */
-	reserved_sequence = sequence;
-	reserved_below = position.last_value;
+	return ceiling;
 }
 
 /*

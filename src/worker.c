@@ -766,7 +766,7 @@ inbox_database_worker_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
 	char	   *server_values[lengthof(worker_server_settings)];
-	char	   *skipped = NULL;
+	char	   *skipped;		/* set after the passes, not across them */
 	TimestampTz start;
 	WorkerPassEnd end;
 
@@ -816,6 +816,7 @@ inbox_database_worker_main(Datum main_arg)
 	PG_END_TRY();
 
 	/* One line per pass, whatever the number of batches. */
+	skipped = NULL;
 	if (end == WORKER_PASS_READ_ONLY)
 	{
 		skipped = psprintf("skipping maintenance of database \"%s\" because it is read-only",
