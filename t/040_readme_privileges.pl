@@ -1,5 +1,5 @@
-# The README's Privileges section, run as written.  Every ```sql block of
-# the section sits between <!-- privileges:NAME --> and
+# The README's Privileges section and docs/privileges.md, run as written.
+# Every ```sql block of them sits between <!-- privileges:NAME --> and
 # <!-- /privileges:NAME --> markers; this test runs each recipe verbatim
 # against a throwaway server and checks what the section says of it:
 #
@@ -28,9 +28,14 @@ use Test::More;
 # ---------------------------------------------------------------------------
 # The recipes, from README.md (at the top of the tree this test runs in).
 
+# The two recipes most applications need are in the README's Privileges
+# section, the others in docs/privileges.md; every SQL block of both is a
+# marked recipe.
 my $readme = slurp_file("$FindBin::RealBin/../README.md");
-my ($section) = $readme =~ /^## Privileges\n(.*?)^## /ms
+my ($readme_section) = $readme =~ /^## Privileges\n(.*?)^## /ms
   or die "README.md has no Privileges section";
+my $section =
+  $readme_section . slurp_file("$FindBin::RealBin/../docs/privileges.md");
 
 my %recipe;
 my $marked_blocks = 0;
@@ -45,7 +50,7 @@ while ($section =~ /<!-- privileges:([\w-]+) -->\n(.*?)<!-- \/privileges:\1 -->/
 }
 my $all_blocks = () = $section =~ /^```sql$/gm;
 is($marked_blocks, $all_blocks,
-	'every SQL block of the Privileges section is a marked recipe, run here');
+	'every SQL block of the privileges recipes is marked, and run here');
 is_deeply(
 	[ sort keys %recipe ],
 	[
