@@ -54,7 +54,7 @@ describe_commit() {
 	case $d in
 	*-dirty)
 		others=$(git -C "$TOP" status --porcelain --untracked-files=no -- . ':(exclude)bench/results' | wc -l)
-		if [ "$others" -eq 0 ]; then d="$d (only bench/results differs)"; else d="$d ($others files changed)"; fi
+		if [ "$others" -eq 0 ]; then d="$d (only bench/results differs)"; else d="$d (files changed: $others)"; fi
 		;;
 	esac
 	echo "$d"
