@@ -27,11 +27,6 @@ CREATE TABLE batch_inbox (LIKE article_inbox INCLUDING ALL);
 CREATE TABLE rawidx_inbox (LIKE article_inbox INCLUDING ALL);
 CREATE INDEX ON rawidx_inbox (consumer, processed_at);
 
--- The raw statement on a table like inbox's own (the same columns, the same
--- indexes): what inbox_claim's own code saves or costs, apart from the
--- table it writes to.
-CREATE TABLE shape_inbox (LIKE inbox INCLUDING ALL);
-
 -- A PL/pgSQL function with an EXCEPTION block.
 CREATE FUNCTION plpgsql_claim(p_message_id text, p_consumer text)
 RETURNS boolean LANGUAGE plpgsql AS $$
@@ -55,7 +50,5 @@ INSERT INTO raw_inbox (message_id, consumer)
 INSERT INTO plpgsql_inbox (message_id, consumer)
 	SELECT 'd-' || g, 'credit' FROM generate_series(1, 100000) g;
 INSERT INTO client_inbox (message_id, consumer)
-	SELECT 'd-' || g, 'credit' FROM generate_series(1, 100000) g;
-INSERT INTO shape_inbox (message_id, consumer)
 	SELECT 'd-' || g, 'credit' FROM generate_series(1, 100000) g;
 VACUUM ANALYZE;

@@ -113,43 +113,6 @@ start_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -l "$RUNDIR/server.log" -w start >/dev/null
 }
 
-# cpu_counters: the machine's CPU time so far (/proc/stat, in ticks): all
-# of it, the part the hypervisor ran other guests in ("steal"), and the
-# part no process used (idle and iowait).
-cpu_counters() {
-	awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9, $5 + $6; exit }' /proc/stat
-}
-
-# stolen_since TOTAL STOLEN [IDLE]: the percent of the CPU time since
-# cpu_counters printed TOTAL STOLEN IDLE that was stolen.  On a shared
-# virtual machine a run with much stolen time is slower and has longer
-# tails for reasons that have nothing to do with what it measures.
-stolen_since() {
-	cpu_counters | awk -v t="$1" -v s="$2" \
-		'{ printf "%.0f", ($1 > t) ? ($2 - s) * 100 / ($1 - t) : 0 }'
-}
-
-# busy_since TOTAL STOLEN IDLE: the percent of the CPU time since
-# cpu_counters printed TOTAL STOLEN IDLE that processes of this machine
-# used (neither idle nor stolen): 100 is every core busy all along.
-busy_since() {
-	cpu_counters | awk -v t="$1" -v s="$2" -v i="$3" \
-		'{ printf "%.0f", ($1 > t) ? 100 - ($2 - s + $3 - i) * 100 / ($1 - t) : 0 }'
-}
-
-# stolen_summary PERCENT...: a sentence for a report on the share of the
-# CPU time stolen during each of its runs (stolen_since).
-stolen_summary() {
-	printf '%s\n' "$@" | sort -n | awk '{ v[NR] = $1 } END {
-		printf "CPU time stolen by the hypervisor (steal, /proc/stat) per run: median %d %%, highest %d %%;", v[int((NR + 1) / 2)], v[NR]
-		print " much of it makes a run slower for reasons that have nothing to do with what it measures." }'
-}
-
-# median: the median of the numbers on standard input, one per line (the
-# mean of the middle two when there is an even number of them); for the
-# benchmark runners.
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 # stop_server: stop the server start_server started and remove its data.
 stop_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -m fast -w stop >/dev/null 2>&1 || true
