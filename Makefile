@@ -28,7 +28,8 @@ OBJS = \
 	src/twophase_fast.o \
 	src/tokens.o \
 	src/prune.o \
-	src/maintenance.o \
+	src/reclaim.o \
+	src/pass.o \
 	src/worker.o \
 	src/shmem.o
 

@@ -78,7 +78,7 @@ CREATE INDEX inbox_open_claims ON inbox (consumer, id)
 -- (processed_at is when a marker became processed or failed.)  id orders
 -- markers processed at the same instant, so that each batch of a pass can
 -- start exactly after the last marker the previous one saw, however many
--- tie (src/maintenance.c).  With id in the key no two entries are equal,
+-- tie (src/prune.c).  With id in the key no two entries are equal,
 -- so deduplication could only waste a pass over each full page before it
 -- splits.
 CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)

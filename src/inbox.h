@@ -17,10 +17,12 @@
  *	tokens.c	fencing tokens only ever go up: durable before they are
  *				seen, and inbox_token_seq kept from settings that break
  *				their order
- *	prune.c		pruning old markers, in batches
- *	maintenance.c	reclaiming dead claims; a pass of batches, for the SQL
- *				functions
- *	worker.c	the background worker: a launcher and one worker per database
+ *	prune.c		one batch of a prune pass: deleting old markers
+ *	reclaim.c	one batch of a reclaim pass: releasing expired claims
+ *	pass.c		a pass in the caller's transaction: inbox_prune(),
+ *				inbox_reclaim()
+ *	worker.c	the background worker: a launcher and one worker per
+ *				database, whose passes are a transaction per batch
  *	shmem.c		the worker's last-pass figures in shared memory
  *
  *-------------------------------------------------------------------------
@@ -223,19 +225,17 @@ typedef struct InboxDatabaseStatus
 } InboxDatabaseStatus;
 
 /*
- * Where a maintenance pass stands between its batches (maintenance.c).
- * Pruning walks inbox_prunable in (consumer, processed_at, id) order, and
- * each batch starts just after the last marker the previous one saw: the
+ * Where a maintenance pass stands between its batches (prune.c).  Pruning
+ * walks inbox_prunable in (consumer, processed_at, id) order, and each
+ * batch starts just after the last marker the previous one saw: the
  * entries of markers a batch deleted stay in the index until vacuum, and a
  * batch that started over would read them all again.  Kept inline (no
  * allocation to outlive the batch's transaction); a consumer too long for
  * it (only a hand-inserted marker can be) makes the next batch start over
- * instead.
+ * instead.  Reclaiming needs no position.
  */
 typedef struct InboxPassPosition
 {
-	bool		more;			/* the last batch stopped at its limit before
-								 * deleting a full batch: run another */
 	bool		valid;			/* false: start from the first consumer */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
 	int64		id;				/* its id, */
@@ -246,10 +246,41 @@ typedef struct InboxPassPosition
 	}			consumer;
 } InboxPassPosition;
 
-/* One batch of a maintenance pass (maintenance.c). */
-typedef int64 (*InboxBatchFunction) (const InboxObjects *objects,
-									 TimestampTz now, int batch_size,
-									 InboxPassPosition *position);
+/*
+ * What one batch of a maintenance pass did.  examined is how much of its
+ * limit (batch_size) the batch used: the rows it changed or passed over
+ * (held by another transaction) and, for pruning, the consumers it walked
+ * to their end.  changed is the rows it deleted, released or failed.
+ */
+typedef struct InboxBatchResult
+{
+	int64		examined;
+	int64		changed;
+} InboxBatchResult;
+
+/*
+ * One batch of a maintenance pass (inbox_prune_batch, inbox_reclaim_batch),
+ * run by both drivers: pass.c's, in the caller's transaction, and the
+ * worker's, a transaction per batch (worker.c).  The caller is connected to
+ * SPI and has an active snapshot; objects were resolved in this
+ * transaction.  pause: the worker's; let waiting claimers have the CPU now
+ * and then (prune.c).
+ */
+typedef InboxBatchResult (*InboxBatchFunction) (const InboxObjects *objects,
+												TimestampTz now,
+												int batch_size, bool pause,
+												InboxPassPosition *position);
+
+/*
+ * The one stop condition of both drivers: a batch that used its whole
+ * limit may have left work behind, so the pass runs another; a batch that
+ * did not has reached the end.
+ */
+static inline bool
+inbox_batch_left_more(const InboxBatchResult *result, int batch_size)
+{
+	return result->examined >= batch_size;
+}
 
 /* inbox.c */
 extern void _PG_init(void);
@@ -289,14 +320,16 @@ extern void inbox_tokens_check(Oid sequence);
 extern void inbox_tokens_drawn(Oid sequence, int64 largest);
 
 /* prune.c */
-extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,
-							   int batch_size, InboxPassPosition *position);
+extern InboxBatchResult inbox_prune_batch(const InboxObjects *objects,
+										  TimestampTz now, int batch_size,
+										  bool pause,
+										  InboxPassPosition *position);
 
-/* maintenance.c */
-extern int64 inbox_maintenance_pass(const char *caller,
-									InboxBatchFunction batch);
-extern int64 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
-								 int batch_size, InboxPassPosition *position);
+/* reclaim.c */
+extern InboxBatchResult inbox_reclaim_batch(const InboxObjects *objects,
+											TimestampTz now, int batch_size,
+											bool pause,
+											InboxPassPosition *position);
 
 /* worker.c */
 extern void inbox_worker_register(void);

@@ -34,10 +34,12 @@
  * LOCKED and deletes them by ctid (a TID scan), never by a join that the
  * planner could turn into a scan of the whole table.
  *
- * The background worker runs each batch in its own short transaction,
- * pausing for a moment every PRUNE_CHUNK markers so that claimers waiting
- * for its CPU do not wait long.  inbox_prune() runs the same batches, all
- * in the caller's transaction, without pauses.
+ * This file runs one batch (inbox_prune_batch); the passes are driven
+ * elsewhere, with the same batches: the background worker runs each batch
+ * in its own short transaction (worker.c), pausing for a moment every
+ * PRUNE_CHUNK markers so that claimers waiting for its CPU do not wait
+ * long; inbox_prune() runs them all in the caller's transaction, without
+ * pauses (pass.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -65,8 +67,6 @@
 #include "utils/varlena.h"
 
 #include "inbox.h"
-
-PG_FUNCTION_INFO_V1(inbox_prune);
 
 /*
  * The markers a worker batch reads and deletes between two pauses.
@@ -642,7 +642,7 @@ prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
  * prune_walk_delete
  *		Walk on until limit markers and consumers are handled (see
  *		prune_walk_next), deleting each marker; returns how many were
- *		deleted, and sets *handled.
+ *		deleted, and sets *handled (the batch's examined count).
  *
  * A marker is handled when it is deleted, or skipped because another
  * transaction holds or changed it.  One this transaction deleted before
@@ -686,25 +686,24 @@ prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
 /*
  * prune_walk_batch
  *		One batch of a walk: at most batch_size markers and consumers
- *		handled, from position on, moving it; returns the markers deleted,
- *		and sets *handled and position->more.
+ *		handled, from position on, moving it.
  *
  * The caller has opened heap and index (prune_open_index), checked the
  * privileges, and has an active snapshot and an SPI connection.
  */
-static int64
+static InboxBatchResult
 prune_walk_batch(const InboxObjects *objects, Relation heap, Relation index,
 				 TimestampTz now, int batch_size, InboxPassPosition *position,
-				 bool pause, int64 *handled)
+				 bool pause)
 {
 	PruneWalk	walk;
-	int64		deleted;
+	InboxBatchResult result;
 
 	prune_walk_begin(&walk, objects, heap, index, now, position);
-	deleted = prune_walk_delete(&walk, batch_size, pause, handled);
+	result.changed = prune_walk_delete(&walk, batch_size, pause,
+									   &result.examined);
 	prune_walk_end(&walk);
-	position->more = *handled >= batch_size;
-	return deleted;
+	return result;
 }
 
 /*
@@ -775,9 +774,12 @@ prune_advance(InboxPassPosition *position)
 /*
  * prune_by_statement
  *		One batch as a DELETE statement that locks its rows first, for a
- *		table a walk must not prune; returns the rows deleted.
+ *		table a walk must not prune.
+ *
+ * The statement skips the markers others hold rather than return them, so
+ * what it examined is what it deleted.
  */
-static int64
+static InboxBatchResult
 prune_by_statement(const InboxObjects *objects, TimestampTz now,
 				   int batch_size, InboxPassPosition *position)
 {
@@ -785,6 +787,7 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	Datum		values[PRUNE_NARGS];
 	char		nulls[PRUNE_NARGS];
 	SPIPlanPtr	plan;
+	InboxBatchResult result;
 
 	plan = inbox_plan(&delete_plan, objects,
 					  "WITH doomed AS ("
@@ -823,8 +826,8 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 		SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "inbox prune statement failed");
 	prune_advance(position);
-	position->more = false;
-	return (int64) SPI_processed;
+	result.examined = result.changed = (int64) SPI_processed;
+	return result;
 }
 
 /*
@@ -832,18 +835,17 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
  *		Delete at most batch_size markers past their retention at now,
  *		from position on, and move position past them.
  *
- * The caller is connected to SPI, has an active snapshot, and passes the
- * objects it resolved in this transaction.  Returns the rows deleted.  A
- * walk pauses every PRUNE_CHUNK markers.
+ * An InboxBatchFunction (pass.c, worker.c): the caller is connected to
+ * SPI, has an active snapshot, and passes the objects it resolved in this
+ * transaction.  With pause, a walk pauses every PRUNE_CHUNK markers.
  */
-int64
+InboxBatchResult
 inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
-				  InboxPassPosition *position)
+				  bool pause, InboxPassPosition *position)
 {
 	Relation	heap;
 	Relation	index;
-	int64		deleted;
-	int64		handled;
+	InboxBatchResult result;
 
 	heap = table_open(objects->table_oid, RowExclusiveLock);
 	index = prune_open_index(heap, objects);
@@ -854,57 +856,9 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 	}
 
 	prune_check_privilege(heap);
-	deleted = prune_walk_batch(objects, heap, index, now, batch_size,
-							   position, true, &handled);
+	result = prune_walk_batch(objects, heap, index, now, batch_size,
+							  position, pause);
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
-	return deleted;
-}
-
-/*
- * inbox_prune() returns bigint
- *		One pruning pass in the current database; returns markers deleted.
- */
-Datum
-inbox_prune(PG_FUNCTION_ARGS)
-{
-	InboxObjects objects;
-	InboxPassPosition position = {.valid = false};
-	Relation	heap;
-	Relation	index;
-	TimestampTz now = GetCurrentTimestamp();
-	int64		deleted = 0;
-	int64		handled;
-
-	PreventCommandIfReadOnly("inbox_prune()");
-	heap = inbox_open_table(RowExclusiveLock, &objects);
-	index = prune_open_index(heap, &objects);
-	if (index == NULL)
-	{
-		table_close(heap, NoLock);
-		PG_RETURN_INT64(inbox_maintenance_pass("inbox_prune()",
-											   inbox_prune_batch));
-	}
-
-	/*
-	 * The worker's batches, in the caller's transaction and without pauses
-	 * (the pass is the caller's own work), each resuming where the last one
-	 * ended: what the worker does between its transactions is what this
-	 * does between batches, where the tests can count it
-	 * (sql/prune_resume.sql).  A batch costs one descent of the index and
-	 * one query per consumer.
-	 */
-	prune_check_privilege(heap);
-	SPI_connect();
-	do
-	{
-		CHECK_FOR_INTERRUPTS();
-		deleted += prune_walk_batch(&objects, heap, index, now,
-									inbox_batch_size, &position, false,
-									&handled);
-	} while (position.more);
-	SPI_finish();
-	index_close(index, NoLock);
-	table_close(heap, NoLock);
-	PG_RETURN_INT64(deleted);
+	return result;
 }

@@ -109,7 +109,7 @@ typedef struct LauncherDatabase
 /* Why a database worker's pass of batches ended. */
 typedef enum WorkerPassEnd
 {
-	WORKER_PASS_DONE,			/* a batch came back short: all done */
+	WORKER_PASS_DONE,			/* a batch left nothing more: all done */
 	WORKER_PASS_NO_EXTENSION,	/* not (or no longer) installed */
 	WORKER_PASS_READ_ONLY,		/* default_transaction_read_only is on */
 	WORKER_PASS_UNTRUSTED,		/* the extension's schema or objects are
@@ -154,8 +154,8 @@ static void reload_settings_if_asked(void);
 static bool database_is_wanted(Oid dboid, bool for_transaction);
 static void worker_pin_settings(char **server_values);
 static bool worker_lock_extension(void);
-static int64 worker_batch(InboxBatchFunction batch,
-						  InboxPassPosition *position);
+static InboxBatchResult worker_batch(InboxBatchFunction batch,
+									 InboxPassPosition *position);
 static bool worker_pause(void);
 static WorkerPassEnd worker_pass(InboxBatchFunction batch,
 								 const char *activity, int64 *total);
@@ -642,7 +642,7 @@ worker_lock_extension(void)
  * changes is undone at the end of the batch (the GUC nest level).  An error
  * aborts the transaction, which restores both.
  */
-static int64
+static InboxBatchResult
 worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 {
 	InboxObjects objects;
@@ -651,7 +651,7 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	int64		done;
+	InboxBatchResult result;
 
 	table_close(rel, NoLock);
 
@@ -661,12 +661,13 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 	save_nestlevel = NewGUCNestLevel();
 
 	SPI_connect();
-	done = batch(&objects, GetCurrentTimestamp(), inbox_batch_size, position);
+	result = batch(&objects, GetCurrentTimestamp(), inbox_batch_size, true,
+				   position);
 	SPI_finish();
 
 	AtEOXact_GUC(false, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	return done;
+	return result;
 }
 
 /*
@@ -702,8 +703,12 @@ worker_pause(void)
 /*
  * worker_pass
  *		Run batches of one kind, each in its own transaction, until one
- *		comes back short or the pass must end; *total counts the rows done
- *		as they are done (an error leaves it counting those committed).
+ *		leaves nothing more or the pass must end; *total counts the rows
+ *		changed as they are changed (an error leaves it counting those
+ *		committed).
+ *
+ * The worker's driver of a pass; pass.c has the SQL functions', which runs
+ * the same batches in one transaction.
  */
 static WorkerPassEnd
 worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
@@ -713,7 +718,7 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 	for (;;)
 	{
 		WorkerPassEnd end = WORKER_PASS_DONE;
-		int64		done = 0;
+		InboxBatchResult result = {0, 0};
 
 		CHECK_FOR_INTERRUPTS();
 		reload_settings_if_asked();
@@ -737,7 +742,7 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 		{
 			worker_served = true;
 			PushActiveSnapshot(GetTransactionSnapshot());
-			done = worker_batch(batch, &position);
+			result = worker_batch(batch, &position);
 			PopActiveSnapshot();
 		}
 
@@ -749,8 +754,8 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 			worker_served = true;
 		if (end != WORKER_PASS_DONE)
 			return end;
-		*total += done;
-		if (done < inbox_batch_size && !position.more)
+		*total += result.changed;
+		if (!inbox_batch_left_more(&result, inbox_batch_size))
 			return WORKER_PASS_DONE;
 		if (inbox_batch_delay > 0 && !worker_pause())
 			return WORKER_PASS_WANTED;
