@@ -18,10 +18,12 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" inbox.control)
 MODULE_big = inbox
 OBJS = \
 	src/inbox.o \
+	src/settings.o \
 	src/objects.o \
 	src/validate.o \
 	src/configure.o \
 	src/guard.o \
+	src/probe.o \
 	src/claim.o \
 	src/marker.o \
 	src/twophase.o \

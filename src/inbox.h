@@ -30,8 +30,7 @@
 #ifndef INBOX_H
 #define INBOX_H
 
-#include "postgres.h"
-
+/* Each source file includes postgres.h first, as PostgreSQL's own do. */
 #include "access/genam.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
@@ -175,12 +174,29 @@ typedef struct InboxPlan
 } InboxPlan;
 
 /*
- * Writes the markers of one claim call for one consumer through the table
- * and index access methods (marker.c).  Only valid within that call.  The
- * markers are processed ones (a one-phase claim), or two-phase claims
- * (inbox_begin of a new message, twophase_fast.c).
+ * An open probe of the key index for the markers of one consumer
+ * (probe.c), with the snapshot its caller chose.
  */
-typedef struct MarkerWriter
+typedef struct InboxKeyProbe
+{
+	IndexScanDesc scan;
+	TupleTableSlot *slot;		/* the marker found */
+	ScanKeyData keys[2];
+} InboxKeyProbe;
+
+/* What kind of marker an InboxMarkerWriter writes. */
+typedef enum InboxMarkerKind
+{
+	INBOX_MARKER_PROCESSED,		/* a one-phase claim's (claim.c) */
+	INBOX_MARKER_CLAIMED		/* a two-phase claim's: inbox_begin of a new
+								 * message (twophase_fast.c) */
+} InboxMarkerKind;
+
+/*
+ * Writes the markers of one claim call for one consumer through the table
+ * and index access methods (marker.c).  Only valid within that call.
+ */
+typedef struct InboxMarkerWriter
 {
 	const InboxObjects *objects;
 	Relation	heap;
@@ -188,16 +204,14 @@ typedef struct MarkerWriter
 	text	   *consumer;
 	TimestampTz now;			/* received_at; a processed marker's
 								 * processed_at */
-	bool		claimed;		/* two-phase claims, not processed markers */
+	InboxMarkerKind kind;
 	/* a two-phase claim's columns, set before each inbox_marker_claim */
 	TimestampTz lease_until;
 	Datum		payload;		/* jsonb, or (Datum) 0 for NULL */
 	int64		token;			/* drawn for the claim written */
-	/* the probe of the key index */
+	/* the probe of the key index, with a dirty snapshot */
 	SnapshotData dirty;
-	ScanKeyData keys[2];
-	IndexScanDesc probe;
-	TupleTableSlot *probe_slot;
+	InboxKeyProbe probe;
 	/* set up by the first insert of the call */
 	TupleTableSlot *insert_slot;
 	CommandId	cid;
@@ -208,7 +222,7 @@ typedef struct MarkerWriter
 	EState	   *estate;
 	ResultRelInfo *result_rel;
 	List	   *arbiters;
-} MarkerWriter;
+} InboxMarkerWriter;
 
 /* The maintenance worker's last pass in one database (shmem.c). */
 typedef struct InboxDatabaseStatus
@@ -284,6 +298,9 @@ inbox_batch_left_more(const InboxBatchResult *result, int batch_size)
 
 /* inbox.c */
 extern void _PG_init(void);
+
+/* settings.c */
+extern void inbox_settings_define(void);
 extern int	inbox_lease;
 extern int	inbox_max_attempts;
 extern int	inbox_retention;
@@ -294,17 +311,22 @@ extern int	inbox_batch_delay;
 extern char *inbox_databases;
 extern Interval *inbox_default_lease(void);
 
-/* claim.c */
+/* probe.c */
 extern void inbox_key_scankeys(ScanKeyData *keys, Relation key_index,
 							   text *consumer);
+extern void inbox_key_probe_begin(InboxKeyProbe *probe, Relation heap,
+								  Relation key_index, text *consumer,
+								  Snapshot snapshot);
+extern bool inbox_key_probe_found(InboxKeyProbe *probe, text *message_id);
+extern void inbox_key_probe_end(InboxKeyProbe *probe);
 
 /* marker.c */
-extern bool inbox_marker_begin(MarkerWriter *writer,
+extern bool inbox_marker_begin(InboxMarkerWriter *writer,
 							   const InboxObjects *objects, Relation heap,
 							   Relation key_index, text *consumer,
-							   bool row_security, bool claimed);
-extern bool inbox_marker_claim(MarkerWriter *writer, text *message_id);
-extern void inbox_marker_end(MarkerWriter *writer);
+							   InboxMarkerKind kind);
+extern bool inbox_marker_claim(InboxMarkerWriter *writer, text *message_id);
+extern void inbox_marker_end(InboxMarkerWriter *writer);
 
 /* twophase_fast.c */
 extern bool inbox_fast_begin(const InboxObjects *objects, Relation heap,
@@ -353,6 +375,7 @@ extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
 extern bool inbox_consumers_is_plain(Relation rel);
+extern bool inbox_row_security_applies(Relation rel);
 extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
 extern Relation inbox_open_state_index(Relation heap,
 									   const InboxObjects *objects,
@@ -363,6 +386,8 @@ extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									Oid *argtypes);
 
 /* validate.c */
+extern void inbox_arg_not_null(FunctionCallInfo fcinfo, int argno,
+							   const char *name);
 extern text *inbox_arg_message_id(FunctionCallInfo fcinfo, int argno);
 extern text *inbox_arg_consumer(FunctionCallInfo fcinfo, int argno);
 extern void inbox_check_message_id(text *message_id, int element);

@@ -94,7 +94,7 @@
  * A walk through inbox_prunable: the consumers one after another, and the
  * markers of each past its retention, in the index's order.
  */
-typedef struct PruneWalk
+typedef struct InboxPruneWalk
 {
 	const InboxObjects *objects;
 	Relation	heap;
@@ -116,7 +116,7 @@ typedef struct PruneWalk
 	ScanKeyData consumer_key;
 	ScanKeyData marker_keys[3];
 	ScanKeyData start_keys[2];	/* the members of marker_keys[1] */
-} PruneWalk;
+} InboxPruneWalk;
 
 static InboxPlan cutoff_plan;
 static InboxPlan delete_plan;
@@ -356,10 +356,10 @@ prune_cutoff(const InboxObjects *objects, text *consumer, TimestampTz now)
  * as long as the walk.
  */
 static void
-prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
+prune_walk_begin(InboxPruneWalk *walk, const InboxObjects *objects, Relation heap,
 				 Relation index, TimestampTz now, InboxPassPosition *position)
 {
-	memset(walk, 0, sizeof(PruneWalk));
+	memset(walk, 0, sizeof(InboxPruneWalk));
 	walk->objects = objects;
 	walk->heap = heap;
 	walk->index = index;
@@ -377,7 +377,7 @@ prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
  *		Release what the walk set up.
  */
 static void
-prune_walk_end(PruneWalk *walk)
+prune_walk_end(InboxPruneWalk *walk)
 {
 	index_endscan(walk->markers);
 	index_endscan(walk->consumers);
@@ -390,7 +390,7 @@ prune_walk_end(PruneWalk *walk)
  *		columns up to processed_at.
  */
 static bool
-prune_slot_is_final(PruneWalk *walk)
+prune_slot_is_final(InboxPruneWalk *walk)
 {
 	Oid			state;
 
@@ -405,7 +405,7 @@ prune_slot_is_final(PruneWalk *walk)
  *		Is consumer the one the walk's position names?
  */
 static bool
-prune_is_position_consumer(PruneWalk *walk, text *consumer)
+prune_is_position_consumer(InboxPruneWalk *walk, text *consumer)
 {
 	text	   *other = (text *) walk->position->consumer.data;
 
@@ -447,7 +447,7 @@ prune_position_set_consumer(InboxPassPosition *position, text *consumer)
  * deleted before, however many tie on processed_at.
  */
 static bool
-prune_next_consumer(PruneWalk *walk)
+prune_next_consumer(InboxPruneWalk *walk)
 {
 	InboxPassPosition *position = walk->position;
 	text	   *consumer = NULL;
@@ -565,7 +565,7 @@ prune_next_consumer(PruneWalk *walk)
  * starts, and every batch would start over and end there again.
  */
 static bool
-prune_walk_next(PruneWalk *walk)
+prune_walk_next(InboxPruneWalk *walk)
 {
 	InboxPassPosition *position = walk->position;
 	TupleTableSlot *slot = walk->slot;
@@ -652,7 +652,7 @@ prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
  * With pause, a pause follows every PRUNE_CHUNK markers read.
  */
 static int64
-prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
+prune_walk_delete(InboxPruneWalk *walk, int64 limit, bool pause, int64 *handled)
 {
 	CommandId	cid = GetCurrentCommandId(true);
 	int64		read = 0;
@@ -696,7 +696,7 @@ prune_walk_batch(const InboxObjects *objects, Relation heap, Relation index,
 				 TimestampTz now, int batch_size, InboxPassPosition *position,
 				 bool pause)
 {
-	PruneWalk	walk;
+	InboxPruneWalk	walk;
 	InboxBatchResult result;
 
 	prune_walk_begin(&walk, objects, heap, index, now, position);

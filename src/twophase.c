@@ -191,29 +191,29 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
  * decided held locked, or a final state (processed, failed) that no claim
  * leaves again.  See inbox_begin_outcome.
  */
-typedef enum TwophaseOutcome
+typedef enum InboxTwophaseOutcome
 {
 	OUTCOME_CLAIMED,			/* this call holds the first attempt */
 	OUTCOME_TAKEN_OVER,			/* this call holds a later attempt */
 	OUTCOME_PROCESSED,			/* done: ack */
 	OUTCOME_FAILED,				/* attempts used up: ack, and report */
 	OUTCOME_BUSY				/* a live claim holds it: try again later */
-} TwophaseOutcome;
+} InboxTwophaseOutcome;
 
-/* The outcome column's values, in TwophaseOutcome order. */
+/* The outcome column's values, in InboxTwophaseOutcome order. */
 static const char *const outcome_names[] = {
 	"claimed", "taken_over", "processed", "failed", "busy"
 };
 
-typedef struct TwophaseBegin
+typedef struct InboxTwophaseBegin
 {
-	TwophaseOutcome outcome;
+	InboxTwophaseOutcome outcome;
 	int64		token;			/* claimed, taken_over: the claim's token */
 	Interval	retry_after;	/* busy: the lease the holder has left */
-} TwophaseBegin;
+} InboxTwophaseBegin;
 
 static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
-								 TimestampTz now, TwophaseBegin *result);
+								 TimestampTz now, InboxTwophaseBegin *result);
 
 /*
  * twophase_row_answers
@@ -223,7 +223,7 @@ static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
  */
 static bool
 twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
-					 TwophaseBegin *result)
+					 InboxTwophaseBegin *result)
 {
 	HeapTuple	row;
 	TupleDesc	desc;
@@ -284,7 +284,7 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
  */
 static void
 twophase_begin(FunctionCallInfo fcinfo, const char *caller,
-			   TwophaseBegin *result)
+			   InboxTwophaseBegin *result)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
 	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID};
@@ -426,7 +426,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 Datum
 inbox_begin(PG_FUNCTION_ARGS)
 {
-	TwophaseBegin result;
+	InboxTwophaseBegin result;
 
 	twophase_begin(fcinfo, "inbox_begin()", &result);
 	if (result.outcome != OUTCOME_CLAIMED &&
@@ -466,7 +466,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 Datum
 inbox_begin_outcome(PG_FUNCTION_ARGS)
 {
-	TwophaseBegin result;
+	InboxTwophaseBegin result;
 	TupleDesc	desc;
 	Datum		columns[3];
 	bool		isnull[3] = {false, true, true};
@@ -669,10 +669,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7];
 
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("max must not be null")));
+	inbox_arg_not_null(fcinfo, 2, "max");
 	max = PG_GETARG_INT32(2);
 	if (max < 1 || max > INBOX_NEXT_MAX)
 		ereport(ERROR,

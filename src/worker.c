@@ -100,14 +100,14 @@
 #define INBOX_WANTED_POLL_MS	100
 
 /* A database the launcher will serve. */
-typedef struct LauncherDatabase
+typedef struct InboxLauncherDatabase
 {
 	Oid			oid;
 	char		name[NAMEDATALEN];
-} LauncherDatabase;
+} InboxLauncherDatabase;
 
 /* Why a database worker's pass of batches ended. */
-typedef enum WorkerPassEnd
+typedef enum InboxWorkerPassEnd
 {
 	WORKER_PASS_DONE,			/* a batch left nothing more: all done */
 	WORKER_PASS_NO_EXTENSION,	/* not (or no longer) installed */
@@ -116,7 +116,7 @@ typedef enum WorkerPassEnd
 								 * controlled by a role that is not a
 								 * superuser */
 	WORKER_PASS_WANTED			/* someone wants the database: leave */
-} WorkerPassEnd;
+} InboxWorkerPassEnd;
 
 /*
  * The inbox.* settings the worker takes from the server's configuration,
@@ -149,7 +149,7 @@ static void launcher_pass(void);
 static List *launcher_databases(void);
 static List *launcher_selection(bool *all);
 static void launcher_report_unmatched(List *unmatched, List *all_names);
-static bool launcher_run_worker(const LauncherDatabase *database);
+static bool launcher_run_worker(const InboxLauncherDatabase *database);
 static void reload_settings_if_asked(void);
 static bool database_is_wanted(Oid dboid, bool for_transaction);
 static void worker_pin_settings(char **server_values);
@@ -157,7 +157,7 @@ static bool worker_lock_extension(void);
 static InboxBatchResult worker_batch(InboxBatchFunction batch,
 									 InboxPassPosition *position);
 static bool worker_pause(void);
-static WorkerPassEnd worker_pass(InboxBatchFunction batch,
+static InboxWorkerPassEnd worker_pass(InboxBatchFunction batch,
 								 const char *activity, int64 *total);
 
 /*
@@ -312,7 +312,7 @@ launcher_pass(void)
 
 	foreach(lc, databases)
 	{
-		LauncherDatabase *database = (LauncherDatabase *) lfirst(lc);
+		InboxLauncherDatabase *database = (InboxLauncherDatabase *) lfirst(lc);
 
 		CHECK_FOR_INTERRUPTS();
 
@@ -462,7 +462,7 @@ launcher_databases(void)
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
-		LauncherDatabase *database;
+		InboxLauncherDatabase *database;
 		bool		selected = all;
 
 		all_names = lappend(all_names, pstrdup(NameStr(form->datname)));
@@ -475,7 +475,7 @@ launcher_databases(void)
 			inbox_database_is_invalid(form))
 			continue;
 
-		database = palloc(sizeof(LauncherDatabase));
+		database = palloc(sizeof(InboxLauncherDatabase));
 		database->oid = form->oid;
 		strlcpy(database->name, NameStr(form->datname), NAMEDATALEN);
 		databases = lappend(databases, database);
@@ -513,7 +513,7 @@ launcher_databases(void)
  *		false if no background worker slot was free.
  */
 static bool
-launcher_run_worker(const LauncherDatabase *database)
+launcher_run_worker(const InboxLauncherDatabase *database)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -710,14 +710,14 @@ worker_pause(void)
  * The worker's driver of a pass; pass.c has the SQL functions', which runs
  * the same batches in one transaction.
  */
-static WorkerPassEnd
+static InboxWorkerPassEnd
 worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 {
 	InboxPassPosition position = {.valid = false};
 
 	for (;;)
 	{
-		WorkerPassEnd end = WORKER_PASS_DONE;
+		InboxWorkerPassEnd end = WORKER_PASS_DONE;
 		InboxBatchResult result = {0, 0};
 
 		CHECK_FOR_INTERRUPTS();
@@ -773,7 +773,7 @@ inbox_database_worker_main(Datum main_arg)
 	char	   *server_values[lengthof(worker_server_settings)];
 	char	   *skipped;		/* set after the passes, not across them */
 	TimestampTz start;
-	WorkerPassEnd end;
+	InboxWorkerPassEnd end;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
