@@ -16,6 +16,7 @@ EXTENSION = inbox
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" inbox.control)
 
 MODULE_big = inbox
+PGFILEDESC = "inbox - idempotent message consumption for PostgreSQL"
 OBJS = \
 	src/inbox.o \
 	src/settings.o \
@@ -35,7 +36,10 @@ OBJS = \
 	src/worker.o \
 	src/shmem.o
 
+# The install script is built from inbox.sql; every upgrade script
+# (inbox--A--B.sql, committed as written) is installed as it is.
 DATA_built = inbox--$(EXTVERSION).sql
+DATA = $(wildcard inbox--*--*.sql)
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
