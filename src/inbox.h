@@ -5,12 +5,16 @@
  *
  * Each source file owns one responsibility:
  *
- *	inbox.c		module entry point and settings
+ *	inbox.c		module entry point: _PG_init hands off to the files below
+ *	settings.c	the inbox.* settings
  *	objects.c	finding the extension's objects and the plans built on them,
  *				cached per backend; whether they are as inbox.sql made them
  *	validate.c	argument checks shared by every SQL-callable function
+ *	configure.c	per-consumer settings: inbox_configure, inbox_retention_for
+ *	guard.c		event triggers that keep DDL from breaking the extension
+ *	probe.c		probes of the key index on (message_id, consumer)
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
- *	marker.c	their fast path: markers written with the access methods
+ *	marker.c	the fast path of a new marker: written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	twophase_fast.c	their fast path: a new claim and its completion
  *				written with the access methods
@@ -24,6 +28,14 @@
  *	worker.c	the background worker: a launcher and one worker per
  *				database, whose passes are a transaction per batch
  *	shmem.c		the worker's last-pass figures in shared memory
+ *
+ * Calls between the files form no cycle.  In layers, each file calling
+ * only files of the layers above it:
+ *
+ *	0	settings, validate, objects, tokens, shmem, probe, guard
+ *	1	marker, prune, reclaim, configure
+ *	2	claim, twophase_fast, pass, worker
+ *	3	twophase, inbox
  *
  *-------------------------------------------------------------------------
  */

@@ -8,8 +8,8 @@
  * Why: a claim of a new message is the product's main cost figure, and the
  * SQL path (claim.c) pays for an SPI INSERT (plan revalidation, executor
  * start-up, a projection) inside a subtransaction, on top of the probe that
- * makes duplicates cheap.  Measured with perf, that overhead kept a claim
- * below the speed of the raw INSERT ... ON CONFLICT DO NOTHING it replaces.
+ * makes duplicates cheap.  That overhead kept a claim slower than the raw
+ * INSERT ... ON CONFLICT DO NOTHING it replaces.
  * inbox_begin of a new message (twophase_fast.c) writes its claim the same
  * way, with a claim's columns instead of a processed marker's.
  *

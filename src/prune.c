@@ -21,10 +21,9 @@
  * position on, and each marker found is deleted through the table access
  * method without waiting: one held by someone else reports "being
  * modified" and is skipped.  No row lock is taken and WAL-logged before
- * each delete (measured with pg_waldump: half of the WAL records of a pass
- * that locked first), and neither executor nor SPI runs per marker: reading
- * the candidates through an SPI cursor was 45 % of the worker's CPU time
- * (perf), and the claimers pay for every bit of it while the worker runs.
+ * each delete (a WAL record per marker on top of the delete's own), and
+ * neither executor nor SPI runs per marker: the claimers pay for every bit
+ * of the worker's CPU time while it runs.
  * The scan returns the version of each marker its snapshot sees, following
  * HOT chains, so the delete names that version, never the index entry's.
  *
@@ -73,20 +72,15 @@
  *
  * A process that computes without making a system call can keep its CPU
  * until the scheduler's next tick, even from the processes it woke, and
- * whatever its priority: measured (perf sched timehist, Linux 6.18, a tick
- * every 4 ms, 2 cores), claimers woken while the worker read or deleted a
- * batch of 10,000 in one stretch waited up to 4.3 ms behind it for its CPU,
- * at times while the other CPU was idle; at nice 19 or SCHED_IDLE too.  A
- * sleep after every chunk, the shortest there is (1 microsecond, which
- * Linux stretches to its timer slack, 50 by default), hands them the CPU.
- * The shorter the stretch, the less a claim waits: 50 markers take the
- * walk about 0.05 ms.  Measured side by side (bench/HISTORY.md, Pruning),
- * the claims' p99 while pruning was 1.24-1.32 times their p99 without with
- * chunks of 100, 1.93-2.62 times with chunks of 500; chunks of 50, with
- * inbox.batch_delay at 50 ms to make up for their pauses, 1.09-1.35 times
- * against 1.27-2.03 for chunks of 100 at 70 ms, at 120,000-124,000 markers
- * a second against 103,000-108,000.  Each pause costs the walk about
- * 0.1 ms, the claimers' turn.
+ * whatever its priority (a nice level or SCHED_IDLE does not help):
+ * claimers woken while the worker reads or deletes a whole batch in one
+ * stretch wait behind it for its CPU, at times while another CPU is idle.
+ * A sleep after every chunk, the shortest there is (1 microsecond, which
+ * Linux stretches to its timer slack), hands them the CPU.  The shorter
+ * the stretch, the less a claim waits, and the more pauses the walk pays
+ * for, each one the claimers' turn; inbox.batch_delay (settings.c) was
+ * chosen together with this value.  The measurements behind both:
+ * bench/HISTORY.md, Pruning.
  */
 #define PRUNE_CHUNK 50
 
@@ -149,6 +143,42 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  * CHECK constraints can have one) gets no markers pruned, and the others
  * are pruned as usual (see prune_cutoff).  lock is appended to the
  * innermost SELECT.
+ *
+ * In plain SQL (the text qualifies every name with the extension's schema
+ * and every operator with pg_catalog), with final for
+ * '{processed,failed}'::inbox_state[]:
+ *
+ *----------
+ *	WITH RECURSIVE consumers(consumer) AS (
+ *		SELECT COALESCE($4, (SELECT consumer FROM ONLY inbox
+ *							 WHERE state = ANY (final)
+ *							 ORDER BY consumer LIMIT 1))
+ *		UNION ALL
+ *		SELECT (SELECT i.consumer FROM ONLY inbox i
+ *				WHERE i.state = ANY (final) AND i.consumer > c.consumer
+ *				ORDER BY i.consumer LIMIT 1)
+ *		FROM consumers c WHERE c.consumer IS NOT NULL)
+ *	SELECT d.tid, c.consumer, d.processed_at, d.id
+ *	FROM consumers c CROSS JOIN LATERAL (
+ *		SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY inbox i
+ *		WHERE i.consumer = c.consumer
+ *		  AND i.state = ANY (final)
+ *		  AND ROW(i.processed_at, i.id) >= ROW(
+ *				CASE WHEN c.consumer = $4 THEN $5 ELSE '-infinity' END,
+ *				CASE WHEN c.consumer = $4 THEN $6
+ *					 ELSE '-9223372036854775808'::int8 END)
+ *		  AND i.processed_at < (
+ *				SELECT CASE
+ *					WHEN r.retention IS NULL THEN $1 - $2
+ *					WHEN inbox_retention_is_valid(r.retention)
+ *					THEN $1 - r.retention
+ *					ELSE '-infinity'::timestamptz END
+ *				FROM (SELECT (SELECT x.retention FROM inbox_consumers x
+ *							  WHERE x.consumer = c.consumer) AS retention) r)
+ *		ORDER BY i.processed_at, i.id LIMIT $3 lock) d
+ *	WHERE c.consumer IS NOT NULL
+ *	LIMIT $3
+ *----------
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
@@ -696,7 +726,7 @@ prune_walk_batch(const InboxObjects *objects, Relation heap, Relation index,
 				 TimestampTz now, int batch_size, InboxPassPosition *position,
 				 bool pause)
 {
-	InboxPruneWalk	walk;
+	InboxPruneWalk walk;
 	InboxBatchResult result;
 
 	prune_walk_begin(&walk, objects, heap, index, now, position);
@@ -789,6 +819,13 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	SPIPlanPtr	plan;
 	InboxBatchResult result;
 
+	/*----------
+	 * WITH doomed AS (PRUNE_CANDIDATES(FOR UPDATE OF i SKIP LOCKED))
+	 * DELETE FROM ONLY inbox
+	 * WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed))
+	 * RETURNING consumer, processed_at, id
+	 *----------
+	 */
 	plan = inbox_plan(&delete_plan, objects,
 					  "WITH doomed AS ("
 					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"

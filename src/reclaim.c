@@ -52,6 +52,26 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 	SPIPlanPtr	plan;
 	InboxBatchResult result;
 
+	/*----------
+	 * In plain SQL (the text qualifies every name with the extension's
+	 * schema and every operator with pg_catalog), with max for
+	 * MAX_ATTEMPTS, COALESCE((SELECT c.max_attempts FROM inbox_consumers c
+	 * WHERE c.consumer = i.consumer), $2):
+	 *
+	 *	UPDATE ONLY inbox i SET
+	 *		state = CASE WHEN i.attempts >= max
+	 *				THEN 'failed'::inbox_state ELSE 'released' END,
+	 *		processed_at = CASE WHEN i.attempts >= max THEN $1 END,
+	 *		last_error = 'lease expired after attempt ' || i.attempts
+	 *					 || ' of ' || max,
+	 *		lease_until = NULL
+	 *	WHERE i.ctid = ANY (ARRAY(
+	 *		SELECT x.ctid FROM ONLY inbox x
+	 *		WHERE x.state = 'claimed' AND x.lease_until <= $1
+	 *		LIMIT $3
+	 *		FOR UPDATE SKIP LOCKED))
+	 *----------
+	 */
 	plan = inbox_plan(&reclaim_plan, objects,
 					  "UPDATE ONLY %1$s.inbox i SET"
 					  " state = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS

@@ -7,10 +7,10 @@
  *
  * Why: a begin and a complete are each one SQL statement (twophase.c), run
  * through SPI inside the function, on top of the caller's own statement.
- * Measured with perf, those inner statements took 60 % of the backend's
- * time in a begin + complete cycle, a fifth of it in executor start-up, and
- * the cycle ran no faster than the same two statements written by hand on
- * a table with a lease column and no token (README, Performance).
+ * Those inner statements, executor start-up included, were most of the
+ * backend's time in a begin + complete cycle, which then ran no faster
+ * than the same two statements written by hand on a table with a lease
+ * column and no token (bench/HISTORY.md).
  *
  * How, for inbox_begin: a new message is claimed the way a one-phase claim
  * writes its marker (marker.c: a probe of the key index with a dirty

@@ -158,7 +158,7 @@ static InboxBatchResult worker_batch(InboxBatchFunction batch,
 									 InboxPassPosition *position);
 static bool worker_pause(void);
 static InboxWorkerPassEnd worker_pass(InboxBatchFunction batch,
-								 const char *activity, int64 *total);
+									  const char *activity, int64 *total);
 
 /*
  * inbox_worker_register
