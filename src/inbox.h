@@ -11,7 +11,7 @@
  *				cached per backend; whether they are as inbox.sql made them
  *	validate.c	argument checks shared by every SQL-callable function
  *	configure.c	per-consumer settings: inbox_configure, inbox_retention_for
- *	guard.c		event triggers that keep DDL from breaking the extension
+ *	guard.c		refusing a DROP that would take the markers with it
  *	probe.c		probes of the key index on (message_id, consumer)
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
  *	marker.c	the fast path of a new marker: written with the access methods
@@ -22,7 +22,8 @@
  *				seen, and inbox_token_seq kept from settings that break
  *				their order
  *	prune.c		one batch of a prune pass: deleting old markers
- *	reclaim.c	one batch of a reclaim pass: releasing expired claims
+ *	reclaim.c	one batch of a reclaim pass: releasing or failing the
+ *				claims whose lease expired
  *	pass.c		a pass in the caller's transaction: inbox_prune(),
  *				inbox_reclaim()
  *	worker.c	the background worker: a launcher and one worker per
