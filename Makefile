@@ -16,23 +16,30 @@ EXTENSION = inbox
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" inbox.control)
 
 MODULE_big = inbox
+PGFILEDESC = "inbox - idempotent message consumption for PostgreSQL"
 OBJS = \
 	src/inbox.o \
+	src/settings.o \
 	src/objects.o \
 	src/validate.o \
 	src/configure.o \
 	src/guard.o \
+	src/probe.o \
 	src/claim.o \
 	src/marker.o \
 	src/twophase.o \
 	src/twophase_fast.o \
 	src/tokens.o \
 	src/prune.o \
-	src/maintenance.o \
+	src/reclaim.o \
+	src/pass.o \
 	src/worker.o \
 	src/shmem.o
 
+# The install script is built from inbox.sql; every upgrade script
+# (inbox--A--B.sql, committed as written) is installed as it is.
 DATA_built = inbox--$(EXTVERSION).sql
+DATA = $(wildcard inbox--*--*.sql)
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.

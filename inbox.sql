@@ -16,8 +16,8 @@ CREATE TABLE inbox (
 	-- Sequential: the order markers were written in, for sweepers taking
 	-- the oldest open claims first and for people reading the table.  Not
 	-- indexed on its own: nothing looks a marker up by id, and on a table
-	-- that takes one insert per message an index nobody reads is measured
-	-- cost (about 6 % of a claim; README, "Performance").
+	-- that takes one insert per message an index nobody reads is a cost
+	-- every claim pays.
 	id				bigint GENERATED ALWAYS AS IDENTITY,
 	-- Keys compare byte for byte ("C"): ids are opaque, equal only when
 	-- identical, and the key index then neither depends on the operating
@@ -42,9 +42,8 @@ CREATE TABLE inbox (
 
 	-- No CHECK constraints: the functions check every key against the
 	-- documented limits (src/inbox.h) before writing, and a CHECK is
-	-- re-read from the catalog by every INSERT that fires it; measured,
-	-- two of them cost a raw insert of this shape about a fifth of its
-	-- throughput.  Write markers only through the functions.
+	-- re-read from the catalog by every INSERT that fires it, a cost every
+	-- claim would pay.  Write markers only through the functions.
 );
 
 COMMENT ON TABLE inbox IS
@@ -78,7 +77,7 @@ CREATE INDEX inbox_open_claims ON inbox (consumer, id)
 -- (processed_at is when a marker became processed or failed.)  id orders
 -- markers processed at the same instant, so that each batch of a pass can
 -- start exactly after the last marker the previous one saw, however many
--- tie (src/maintenance.c).  With id in the key no two entries are equal,
+-- tie (src/prune.c).  With id in the key no two entries are equal,
 -- so deduplication could only waste a pass over each full page before it
 -- splits.
 CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)

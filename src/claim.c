@@ -13,9 +13,9 @@
  * write markers through the table and index access methods (marker.c): one
  * probe of the key index with a dirty snapshot, then a speculative insert,
  * the protocol of INSERT ... ON CONFLICT DO NOTHING.  No subtransaction, no
- * SPI.  Otherwise they take the general path below.
+ * SPI.  Otherwise they take the SQL path below.
  *
- * On the general path, inbox_claim takes two steps:
+ * On the SQL path, inbox_claim takes two steps:
  *
  *	1. A probe of the key index with the caller's active snapshot.  A marker
  *	   that is visible (committed by someone else, or written earlier in this
@@ -36,11 +36,11 @@
  *
  * Each successful step-2 claim leaves one committed subtransaction in the
  * backend's 64-entry subxid cache until the top-level transaction ends, so
- * inbox_claim_many does not use subtransactions at all: on the general path
+ * inbox_claim_many does not use subtransactions at all: on the SQL path
  * it probes every id, then inserts the rest with one INSERT ... ON CONFLICT
  * DO NOTHING.
  *
- * Row-level security: when policies apply to the caller, the general path
+ * Row-level security: when policies apply to the caller, the SQL path
  * is taken without the probe, and every claim goes through the INSERT, so
  * the policies' WITH CHECK clauses decide which consumers a role may claim
  * for.
@@ -55,7 +55,6 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "executor/tuptable.h"
 #include "funcapi.h"
 #include "lib/qunique.h"
 #include "miscadmin.h"
@@ -63,10 +62,8 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/resowner.h"
-#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/uuid.h"
@@ -80,26 +77,20 @@ PG_FUNCTION_INFO_V1(inbox_claim_many);
 static InboxPlan insert_one_plan;
 static InboxPlan insert_many_plan;
 
-/* An open probe of the key index for one consumer. */
-typedef struct ClaimProbe
-{
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	ScanKeyData keys[2];
-} ClaimProbe;
-
 static Relation claim_open(const char *caller, InboxObjects *objects,
 						   Relation *index, bool *probe);
 static void claim_close(Relation heap, Relation index);
-static void probe_begin(ClaimProbe *probe, Relation heap, Relation index,
-						text *consumer);
-static bool probe_found(ClaimProbe *probe, text *message_id);
-static void probe_end(ClaimProbe *probe);
 static bool claim_insert_one(const InboxObjects *objects, text *message_id,
 							 text *consumer);
 static bool claim_one(text *message_id, text *consumer);
 static int	compare_ids(const void *a, const void *b);
+static Datum *claim_many_ids(ArrayType *array, int *nids);
 static void claim_many_check_select(Relation heap, const InboxObjects *objects);
+static void claim_many_return(ReturnSetInfo *rsinfo, Datum id);
+static void claim_insert_many(const InboxObjects *objects, Datum *ids,
+							  int nids, text *consumer, ReturnSetInfo *rsinfo);
+static void claim_many(Datum *ids, int nids, text *consumer,
+					   ReturnSetInfo *rsinfo);
 
 /*
  * claim_open
@@ -150,8 +141,7 @@ claim_open(const char *caller, InboxObjects *objects, Relation *index,
 	 * decides alone.
 	 */
 	*probe = table_wide && inbox_index_is_usable(*index) &&
-		!(heap->rd_rel->relrowsecurity &&
-		  check_enable_rls(objects->table_oid, InvalidOid, false) == RLS_ENABLED);
+		!inbox_row_security_applies(heap);
 	return heap;
 }
 
@@ -164,63 +154,6 @@ claim_close(Relation heap, Relation index)
 {
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
-}
-
-/*
- * inbox_key_scankeys
- *		Scan keys for the key index: (message_id, consumer) equal to a
- *		message id set later in keys[0].sk_argument, and this consumer.
- *
- * Shared by both probes (this file's, and marker.c's dirty one).
- */
-void
-inbox_key_scankeys(ScanKeyData *keys, Relation key_index, text *consumer)
-{
-	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber,
-						   InvalidOid, key_index->rd_indcollation[0],
-						   F_TEXTEQ, (Datum) 0);
-	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber,
-						   InvalidOid, key_index->rd_indcollation[1],
-						   F_TEXTEQ, PointerGetDatum(consumer));
-}
-
-/*
- * probe_begin
- *		Start an index scan for markers of one consumer, visible to the
- *		active snapshot.
- *
- * Under SERIALIZABLE the scan takes the predicate locks a SELECT would, so
- * a claim that saw no marker conflicts properly with one inserted later.
- */
-static void
-probe_begin(ClaimProbe *probe, Relation heap, Relation index, text *consumer)
-{
-	inbox_key_scankeys(probe->keys, index, consumer);
-	probe->slot = table_slot_create(heap, NULL);
-	probe->scan = inbox_index_beginscan(heap, index, GetActiveSnapshot(), 2, 0);
-}
-
-/*
- * probe_found
- *		Is a marker for this message (and the probe's consumer) visible?
- */
-static bool
-probe_found(ClaimProbe *probe, text *message_id)
-{
-	probe->keys[0].sk_argument = PointerGetDatum(message_id);
-	index_rescan(probe->scan, probe->keys, 2, NULL, 0);
-	return index_getnext_slot(probe->scan, ForwardScanDirection, probe->slot);
-}
-
-/*
- * probe_end
- *		Release the probe's scan and slot.
- */
-static void
-probe_end(ClaimProbe *probe)
-{
-	index_endscan(probe->scan);
-	ExecDropSingleTupleTableSlot(probe->slot);
 }
 
 /*
@@ -308,7 +241,9 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 
 /*
  * claim_one
- *		The claim shared by both inbox_claim signatures.
+ *		The claim shared by both inbox_claim signatures: the fast path
+ *		(marker.c) where it applies, else the SQL path, a probe with the
+ *		caller's snapshot then an INSERT in a subtransaction.
  */
 static bool
 claim_one(text *message_id, text *consumer)
@@ -318,11 +253,11 @@ claim_one(text *message_id, text *consumer)
 	Relation	index;
 	bool		probe;
 	bool		found = false;
-	MarkerWriter writer;
+	InboxMarkerWriter writer;
 
 	heap = claim_open("inbox_claim()", &objects, &index, &probe);
-	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe,
-						   false))
+	if (probe && inbox_marker_begin(&writer, &objects, heap, index, consumer,
+									INBOX_MARKER_PROCESSED))
 	{
 		bool		claimed = inbox_marker_claim(&writer, message_id);
 
@@ -333,11 +268,11 @@ claim_one(text *message_id, text *consumer)
 
 	if (probe)
 	{
-		ClaimProbe	p;
+		InboxKeyProbe p;
 
-		probe_begin(&p, heap, index, consumer);
-		found = probe_found(&p, message_id);
-		probe_end(&p);
+		inbox_key_probe_begin(&p, heap, index, consumer, GetActiveSnapshot());
+		found = inbox_key_probe_found(&p, message_id);
+		inbox_key_probe_end(&p);
 	}
 	claim_close(heap, index);
 
@@ -373,10 +308,7 @@ inbox_claim_uuid(PG_FUNCTION_ARGS)
 	text	   *message_id;
 	text	   *consumer;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("message_id must not be null")));
+	inbox_arg_not_null(fcinfo, 0, "message_id");
 	message_id = cstring_to_text(DatumGetCString(DirectFunctionCall1(uuid_out,
 																	 PG_GETARG_DATUM(0))));
 	consumer = inbox_arg_consumer(fcinfo, 1);
@@ -405,8 +337,45 @@ compare_ids(const void *a, const void *b)
 }
 
 /*
+ * claim_many_ids
+ *		The ids of inbox_claim_many's array, checked, sorted, and each
+ *		once; sets *nids.
+ *
+ * Sorted so that concurrent batches insert their common ids in the same
+ * order, and wait for each other instead of deadlocking; each once, so
+ * that a repeated id is neither probed twice nor consumes an identity
+ * value.
+ */
+static Datum *
+claim_many_ids(ArrayType *array, int *nids)
+{
+	Datum	   *ids;
+	bool	   *nulls;
+
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("message_ids must be a one-dimensional array")));
+	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
+					  &ids, &nulls, nids);
+	for (int i = 0; i < *nids; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("message_ids must not contain nulls"),
+					 errdetail("Element %d of the array is null.", i + 1)));
+		inbox_check_message_id(DatumGetTextPP(ids[i]), i + 1);
+	}
+
+	qsort(ids, *nids, sizeof(Datum), compare_ids);
+	*nids = qunique(ids, *nids, sizeof(Datum), compare_ids);
+	return ids;
+}
+
+/*
  * claim_many_check_select
- *		The SELECT privilege on the key columns that the general path's
+ *		The SELECT privilege on the key columns that the SQL path's
  *		INSERT ... ON CONFLICT ... RETURNING message_id needs, checked on
  *		every path, so that a role is accepted or refused alike under every
  *		isolation level (README, Privileges).
@@ -428,111 +397,36 @@ claim_many_check_select(Relation heap, const InboxObjects *objects)
 }
 
 /*
- * inbox_claim_many(message_ids text[], consumer text) returns setof text
- *
- * Claims a batch and returns the ids this call claimed, in byte order; an
- * id repeated in the array is claimed (and returned) once.  Uses no
- * subtransaction: ids with a visible marker are dropped by the probe, and
- * the rest go into one INSERT ... ON CONFLICT DO NOTHING, which waits for
- * concurrent claimers of the same ids like a single claim does.
+ * claim_many_return
+ *		Add one claimed id to inbox_claim_many's result.
  */
-Datum
-inbox_claim_many(PG_FUNCTION_ARGS)
+static void
+claim_many_return(ReturnSetInfo *rsinfo, Datum id)
+{
+	bool		isnull = false;
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+}
+
+/*
+ * claim_insert_many
+ *		Insert the markers of ids with one INSERT ... ON CONFLICT DO
+ *		NOTHING, and return those it inserted.
+ *
+ * No subtransaction: the statement waits for concurrent claimers of the
+ * same ids like a single claim's INSERT does, and drops the ids they
+ * claimed.
+ */
+static void
+claim_insert_many(const InboxObjects *objects, Datum *ids, int nids,
+				  text *consumer, ReturnSetInfo *rsinfo)
 {
 	static Oid	argtypes[] = {TEXTARRAYOID, TEXTOID, TIMESTAMPTZOID};
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	ArrayType  *array;
-	text	   *consumer;
-	Datum	   *ids;
-	bool	   *nulls;
-	int			nids;
-	int			nfresh = 0;
-	InboxObjects objects;
-	Relation	heap;
-	Relation	index;
-	bool		probe;
 	SPIPlanPtr	plan;
 	Datum		values[3];
-	MarkerWriter writer;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("message_ids must not be null")));
-	array = PG_GETARG_ARRAYTYPE_P(0);
-	consumer = inbox_arg_consumer(fcinfo, 1);
-
-	if (ARR_NDIM(array) > 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("message_ids must be a one-dimensional array")));
-	deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT,
-					  &ids, &nulls, &nids);
-	for (int i = 0; i < nids; i++)
-	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("message_ids must not contain nulls"),
-					 errdetail("Element %d of the array is null.", i + 1)));
-		inbox_check_message_id(DatumGetTextPP(ids[i]), i + 1);
-	}
-
-	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	if (nids == 0)
-		return (Datum) 0;
-
-	/*
-	 * Sort the batch and drop repeated ids.  Concurrent batches then insert
-	 * their common ids in the same order, so they wait for each other
-	 * instead of deadlocking, and a repeated id neither is probed twice nor
-	 * consumes an identity value.
-	 */
-	qsort(ids, nids, sizeof(Datum), compare_ids);
-	nids = qunique(ids, nids, sizeof(Datum), compare_ids);
-
-	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
-	claim_many_check_select(heap, &objects);
-	if (inbox_marker_begin(&writer, &objects, heap, index, consumer, !probe,
-						   false))
-	{
-		for (int i = 0; i < nids; i++)
-		{
-			if (inbox_marker_claim(&writer, DatumGetTextPP(ids[i])))
-			{
-				bool		isnull = false;
-
-				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc,
-									 &ids[i], &isnull);
-			}
-		}
-		inbox_marker_end(&writer);
-		claim_close(heap, index);
-		return (Datum) 0;
-	}
-
-	/* General path: keep only the ids without a visible marker. */
-	if (probe)
-	{
-		ClaimProbe	p;
-
-		probe_begin(&p, heap, index, consumer);
-		for (int i = 0; i < nids; i++)
-		{
-			if (!probe_found(&p, DatumGetTextPP(ids[i])))
-				ids[nfresh++] = ids[i];
-		}
-		probe_end(&p);
-	}
-	else
-		nfresh = nids;
-	claim_close(heap, index);
-
-	if (nfresh == 0)
-		return (Datum) 0;
 
 	SPI_connect();
-	plan = inbox_plan(&insert_many_plan, &objects,
+	plan = inbox_plan(&insert_many_plan, objects,
 					  "INSERT INTO %1$s.inbox"
 					  " (message_id, consumer, state, received_at, processed_at)"
 					  " SELECT id, $2, 'processed', $3, $3"
@@ -541,7 +435,7 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 					  " RETURNING message_id",
 					  3, argtypes);
 
-	values[0] = PointerGetDatum(construct_array(ids, nfresh, TEXTOID, -1,
+	values[0] = PointerGetDatum(construct_array(ids, nids, TEXTOID, -1,
 												false, TYPALIGN_INT));
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
@@ -555,9 +449,88 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 		Datum		id = SPI_getbinval(SPI_tuptable->vals[row],
 									   SPI_tuptable->tupdesc, 1, &isnull);
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+		claim_many_return(rsinfo, id);
 	}
 	SPI_finish();
+}
 
+/*
+ * claim_many
+ *		Claim each of ids (sorted, each once) for consumer, returning those
+ *		this call claimed: the fast path (marker.c) where it applies, else
+ *		the SQL path, a probe that drops the ids with a visible marker and
+ *		one INSERT for the rest.
+ */
+static void
+claim_many(Datum *ids, int nids, text *consumer, ReturnSetInfo *rsinfo)
+{
+	InboxObjects objects;
+	Relation	heap;
+	Relation	index;
+	bool		probe;
+	int			nfresh = 0;
+	InboxMarkerWriter writer;
+
+	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
+	claim_many_check_select(heap, &objects);
+	if (probe && inbox_marker_begin(&writer, &objects, heap, index, consumer,
+									INBOX_MARKER_PROCESSED))
+	{
+		for (int i = 0; i < nids; i++)
+		{
+			if (inbox_marker_claim(&writer, DatumGetTextPP(ids[i])))
+				claim_many_return(rsinfo, ids[i]);
+		}
+		inbox_marker_end(&writer);
+		claim_close(heap, index);
+		return;
+	}
+
+	if (probe)
+	{
+		InboxKeyProbe p;
+
+		inbox_key_probe_begin(&p, heap, index, consumer, GetActiveSnapshot());
+		for (int i = 0; i < nids; i++)
+		{
+			if (!inbox_key_probe_found(&p, DatumGetTextPP(ids[i])))
+				ids[nfresh++] = ids[i];
+		}
+		inbox_key_probe_end(&p);
+	}
+	else
+		nfresh = nids;
+	claim_close(heap, index);
+
+	if (nfresh > 0)
+		claim_insert_many(&objects, ids, nfresh, consumer, rsinfo);
+}
+
+/*
+ * inbox_claim_many(message_ids text[], consumer text) returns setof text
+ *
+ * Claims a batch and returns the ids this call claimed, in byte order; an
+ * id repeated in the array is claimed (and returned) once.  Uses no
+ * subtransaction: ids with a visible marker are dropped by the probe, and
+ * the rest go into one INSERT ... ON CONFLICT DO NOTHING, which waits for
+ * concurrent claimers of the same ids like a single claim does.
+ */
+Datum
+inbox_claim_many(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *array;
+	text	   *consumer;
+	Datum	   *ids;
+	int			nids;
+
+	inbox_arg_not_null(fcinfo, 0, "message_ids");
+	array = PG_GETARG_ARRAYTYPE_P(0);
+	consumer = inbox_arg_consumer(fcinfo, 1);
+	ids = claim_many_ids(array, &nids);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (nids > 0)
+		claim_many(ids, nids, consumer, rsinfo);
 	return (Datum) 0;
 }

@@ -70,7 +70,7 @@ typedef bool InboxUpdateIndexes;
 #endif
 
 /*
- * An index scan (claim.c, marker.c, prune.c, twophase_fast.c): version 18
+ * An index scan (probe.c, prune.c, twophase_fast.c): version 18
  * added an argument for EXPLAIN ANALYZE's index statistics, which none of
  * our scans report (NULL, as core's own catalog scans pass).
  */

@@ -137,10 +137,7 @@ arg_span(FunctionCallInfo fcinfo, int argno, const char *what,
 	Interval   *value;
 	const char *problem;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
+	inbox_arg_not_null(fcinfo, argno, what);
 	value = PG_GETARG_INTERVAL_P(argno);
 	if (zero_allowed)
 	{
@@ -177,10 +174,7 @@ inbox_retention_for(PG_FUNCTION_ARGS)
 	int32		max_deliveries;
 	Datum		result;
 
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("max_deliveries must not be null")));
+	inbox_arg_not_null(fcinfo, 1, "max_deliveries");
 	max_deliveries = PG_GETARG_INT32(1);
 	if (max_deliveries < 1)
 		ereport(ERROR,

@@ -5,31 +5,45 @@
  *
  * Each source file owns one responsibility:
  *
- *	inbox.c		module entry point and settings
+ *	inbox.c		module entry point: _PG_init hands off to the files below
+ *	settings.c	the inbox.* settings
  *	objects.c	finding the extension's objects and the plans built on them,
  *				cached per backend; whether they are as inbox.sql made them
  *	validate.c	argument checks shared by every SQL-callable function
+ *	configure.c	per-consumer settings: inbox_configure, inbox_retention_for
+ *	guard.c		refusing a DROP that would take the markers with it
+ *	probe.c		probes of the key index on (message_id, consumer)
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
- *	marker.c	their fast path: markers written with the access methods
+ *	marker.c	the fast path of a new marker: written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	twophase_fast.c	their fast path: a new claim and its completion
  *				written with the access methods
  *	tokens.c	fencing tokens only ever go up: durable before they are
  *				seen, and inbox_token_seq kept from settings that break
  *				their order
- *	prune.c		pruning old markers, in batches
- *	maintenance.c	reclaiming dead claims; a pass of batches, for the SQL
- *				functions
- *	worker.c	the background worker: a launcher and one worker per database
+ *	prune.c		one batch of a prune pass: deleting old markers
+ *	reclaim.c	one batch of a reclaim pass: releasing or failing the
+ *				claims whose lease expired
+ *	pass.c		a pass in the caller's transaction: inbox_prune(),
+ *				inbox_reclaim()
+ *	worker.c	the background worker: a launcher and one worker per
+ *				database, whose passes are a transaction per batch
  *	shmem.c		the worker's last-pass figures in shared memory
+ *
+ * Calls between the files form no cycle.  In layers, each file calling
+ * only files of the layers above it:
+ *
+ *	0	settings, validate, objects, tokens, shmem, probe, guard
+ *	1	marker, prune, reclaim, configure
+ *	2	claim, twophase_fast, pass, worker
+ *	3	twophase, inbox
  *
  *-------------------------------------------------------------------------
  */
 #ifndef INBOX_H
 #define INBOX_H
 
-#include "postgres.h"
-
+/* Each source file includes postgres.h first, as PostgreSQL's own do. */
 #include "access/genam.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
@@ -173,12 +187,29 @@ typedef struct InboxPlan
 } InboxPlan;
 
 /*
- * Writes the markers of one claim call for one consumer through the table
- * and index access methods (marker.c).  Only valid within that call.  The
- * markers are processed ones (a one-phase claim), or two-phase claims
- * (inbox_begin of a new message, twophase_fast.c).
+ * An open probe of the key index for the markers of one consumer
+ * (probe.c), with the snapshot its caller chose.
  */
-typedef struct MarkerWriter
+typedef struct InboxKeyProbe
+{
+	IndexScanDesc scan;
+	TupleTableSlot *slot;		/* the marker found */
+	ScanKeyData keys[2];
+} InboxKeyProbe;
+
+/* What kind of marker an InboxMarkerWriter writes. */
+typedef enum InboxMarkerKind
+{
+	INBOX_MARKER_PROCESSED,		/* a one-phase claim's (claim.c) */
+	INBOX_MARKER_CLAIMED		/* a two-phase claim's: inbox_begin of a new
+								 * message (twophase_fast.c) */
+} InboxMarkerKind;
+
+/*
+ * Writes the markers of one claim call for one consumer through the table
+ * and index access methods (marker.c).  Only valid within that call.
+ */
+typedef struct InboxMarkerWriter
 {
 	const InboxObjects *objects;
 	Relation	heap;
@@ -186,16 +217,14 @@ typedef struct MarkerWriter
 	text	   *consumer;
 	TimestampTz now;			/* received_at; a processed marker's
 								 * processed_at */
-	bool		claimed;		/* two-phase claims, not processed markers */
+	InboxMarkerKind kind;
 	/* a two-phase claim's columns, set before each inbox_marker_claim */
 	TimestampTz lease_until;
 	Datum		payload;		/* jsonb, or (Datum) 0 for NULL */
 	int64		token;			/* drawn for the claim written */
-	/* the probe of the key index */
+	/* the probe of the key index, with a dirty snapshot */
 	SnapshotData dirty;
-	ScanKeyData keys[2];
-	IndexScanDesc probe;
-	TupleTableSlot *probe_slot;
+	InboxKeyProbe probe;
 	/* set up by the first insert of the call */
 	TupleTableSlot *insert_slot;
 	CommandId	cid;
@@ -206,7 +235,7 @@ typedef struct MarkerWriter
 	EState	   *estate;
 	ResultRelInfo *result_rel;
 	List	   *arbiters;
-} MarkerWriter;
+} InboxMarkerWriter;
 
 /* The maintenance worker's last pass in one database (shmem.c). */
 typedef struct InboxDatabaseStatus
@@ -223,19 +252,17 @@ typedef struct InboxDatabaseStatus
 } InboxDatabaseStatus;
 
 /*
- * Where a maintenance pass stands between its batches (maintenance.c).
- * Pruning walks inbox_prunable in (consumer, processed_at, id) order, and
- * each batch starts just after the last marker the previous one saw: the
+ * Where a maintenance pass stands between its batches (prune.c).  Pruning
+ * walks inbox_prunable in (consumer, processed_at, id) order, and each
+ * batch starts just after the last marker the previous one saw: the
  * entries of markers a batch deleted stay in the index until vacuum, and a
  * batch that started over would read them all again.  Kept inline (no
  * allocation to outlive the batch's transaction); a consumer too long for
  * it (only a hand-inserted marker can be) makes the next batch start over
- * instead.
+ * instead.  Reclaiming needs no position.
  */
 typedef struct InboxPassPosition
 {
-	bool		more;			/* the last batch stopped at its limit before
-								 * deleting a full batch: run another */
 	bool		valid;			/* false: start from the first consumer */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
 	int64		id;				/* its id, */
@@ -246,13 +273,47 @@ typedef struct InboxPassPosition
 	}			consumer;
 } InboxPassPosition;
 
-/* One batch of a maintenance pass (maintenance.c). */
-typedef int64 (*InboxBatchFunction) (const InboxObjects *objects,
-									 TimestampTz now, int batch_size,
-									 InboxPassPosition *position);
+/*
+ * What one batch of a maintenance pass did.  examined is how much of its
+ * limit (batch_size) the batch used: the rows it changed or passed over
+ * (held by another transaction) and, for pruning, the consumers it walked
+ * to their end.  changed is the rows it deleted, released or failed.
+ */
+typedef struct InboxBatchResult
+{
+	int64		examined;
+	int64		changed;
+} InboxBatchResult;
+
+/*
+ * One batch of a maintenance pass (inbox_prune_batch, inbox_reclaim_batch),
+ * run by both drivers: pass.c's, in the caller's transaction, and the
+ * worker's, a transaction per batch (worker.c).  The caller is connected to
+ * SPI and has an active snapshot; objects were resolved in this
+ * transaction.  pause: the worker's; let waiting claimers have the CPU now
+ * and then (prune.c).
+ */
+typedef InboxBatchResult (*InboxBatchFunction) (const InboxObjects *objects,
+												TimestampTz now,
+												int batch_size, bool pause,
+												InboxPassPosition *position);
+
+/*
+ * The one stop condition of both drivers: a batch that used its whole
+ * limit may have left work behind, so the pass runs another; a batch that
+ * did not has reached the end.
+ */
+static inline bool
+inbox_batch_left_more(const InboxBatchResult *result, int batch_size)
+{
+	return result->examined >= batch_size;
+}
 
 /* inbox.c */
 extern void _PG_init(void);
+
+/* settings.c */
+extern void inbox_settings_define(void);
 extern int	inbox_lease;
 extern int	inbox_max_attempts;
 extern int	inbox_retention;
@@ -263,17 +324,22 @@ extern int	inbox_batch_delay;
 extern char *inbox_databases;
 extern Interval *inbox_default_lease(void);
 
-/* claim.c */
+/* probe.c */
 extern void inbox_key_scankeys(ScanKeyData *keys, Relation key_index,
 							   text *consumer);
+extern void inbox_key_probe_begin(InboxKeyProbe *probe, Relation heap,
+								  Relation key_index, text *consumer,
+								  Snapshot snapshot);
+extern bool inbox_key_probe_found(InboxKeyProbe *probe, text *message_id);
+extern void inbox_key_probe_end(InboxKeyProbe *probe);
 
 /* marker.c */
-extern bool inbox_marker_begin(MarkerWriter *writer,
+extern bool inbox_marker_begin(InboxMarkerWriter *writer,
 							   const InboxObjects *objects, Relation heap,
 							   Relation key_index, text *consumer,
-							   bool row_security, bool claimed);
-extern bool inbox_marker_claim(MarkerWriter *writer, text *message_id);
-extern void inbox_marker_end(MarkerWriter *writer);
+							   InboxMarkerKind kind);
+extern bool inbox_marker_claim(InboxMarkerWriter *writer, text *message_id);
+extern void inbox_marker_end(InboxMarkerWriter *writer);
 
 /* twophase_fast.c */
 extern bool inbox_fast_begin(const InboxObjects *objects, Relation heap,
@@ -289,14 +355,16 @@ extern void inbox_tokens_check(Oid sequence);
 extern void inbox_tokens_drawn(Oid sequence, int64 largest);
 
 /* prune.c */
-extern int64 inbox_prune_batch(const InboxObjects *objects, TimestampTz now,
-							   int batch_size, InboxPassPosition *position);
+extern InboxBatchResult inbox_prune_batch(const InboxObjects *objects,
+										  TimestampTz now, int batch_size,
+										  bool pause,
+										  InboxPassPosition *position);
 
-/* maintenance.c */
-extern int64 inbox_maintenance_pass(const char *caller,
-									InboxBatchFunction batch);
-extern int64 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
-								 int batch_size, InboxPassPosition *position);
+/* reclaim.c */
+extern InboxBatchResult inbox_reclaim_batch(const InboxObjects *objects,
+											TimestampTz now, int batch_size,
+											bool pause,
+											InboxPassPosition *position);
 
 /* worker.c */
 extern void inbox_worker_register(void);
@@ -320,6 +388,7 @@ extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
 extern bool inbox_consumers_is_plain(Relation rel);
+extern bool inbox_row_security_applies(Relation rel);
 extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
 extern Relation inbox_open_state_index(Relation heap,
 									   const InboxObjects *objects,
@@ -330,6 +399,8 @@ extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									Oid *argtypes);
 
 /* validate.c */
+extern void inbox_arg_not_null(FunctionCallInfo fcinfo, int argno,
+							   const char *name);
 extern text *inbox_arg_message_id(FunctionCallInfo fcinfo, int argno);
 extern text *inbox_arg_consumer(FunctionCallInfo fcinfo, int argno);
 extern void inbox_check_message_id(text *message_id, int element);

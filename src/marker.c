@@ -6,10 +6,10 @@
  *	  under READ COMMITTED.
  *
  * Why: a claim of a new message is the product's main cost figure, and the
- * general path (claim.c) pays for an SPI INSERT (plan revalidation, executor
+ * SQL path (claim.c) pays for an SPI INSERT (plan revalidation, executor
  * start-up, a projection) inside a subtransaction, on top of the probe that
- * makes duplicates cheap.  Measured with perf, that overhead kept a claim
- * below the speed of the raw INSERT ... ON CONFLICT DO NOTHING it replaces.
+ * makes duplicates cheap.  That overhead kept a claim slower than the raw
+ * INSERT ... ON CONFLICT DO NOTHING it replaces.
  * inbox_begin of a new message (twophase_fast.c) writes its claim the same
  * way, with a claim's columns instead of a processed marker's.
  *
@@ -45,13 +45,13 @@
  * When: only under READ COMMITTED.  Under REPEATABLE READ the design wants
  * false for a marker committed after the snapshot, and under SERIALIZABLE
  * the conflict must reach the predicate lock manager the way an INSERT's
- * unique check reports it; claim.c keeps the general path for both.  And
+ * unique check reports it; claim.c keeps the SQL path for both.  And
  * only while the table is as inbox.sql created it: no triggers, rules, row
  * security in force, CHECK constraints, or columns added, dropped or
  * changed; and while the key index is ready, valid and live (the other
  * index is written here only under the same condition, objects.c).  An
  * INSERT needs no replica identity, so publications change nothing here.  Otherwise the INSERT would do something this file does not (fire
- * a trigger, apply a default), so claim.c takes the general path, which runs
+ * a trigger, apply a default), so claim.c takes the SQL path, which runs
  * a real INSERT.  Column defaults other than the extension's are not
  * detected: the table belongs to the extension.
  *
@@ -73,28 +73,32 @@
 
 #include "inbox.h"
 
-static void marker_prepare_insert(MarkerWriter *writer);
-static bool marker_insert_index_entries(MarkerWriter *writer,
+static void marker_prepare_insert(InboxMarkerWriter *writer);
+static bool marker_insert_index_entries(InboxMarkerWriter *writer,
 										TupleTableSlot *slot,
 										text *message_id, int64 id);
-static bool marker_insert(MarkerWriter *writer, text *message_id);
+static bool marker_insert(InboxMarkerWriter *writer, text *message_id);
 
 /*
  * inbox_marker_begin
- *		Set up writing markers for one consumer, if the fast path applies.
+ *		Set up writing markers of one kind for one consumer, if the fast
+ *		path applies.
  *
- * heap and key_index are open and locked by the caller (claim.c), who has
- * checked privileges and the read-only state, and knows whether row-level
- * security is in force.  Returns false, touching nothing, when the caller
- * must take the general path instead.
+ * heap and key_index are open and locked by the caller (claim.c,
+ * twophase_fast.c), who has checked privileges, the read-only state and
+ * row-level security, and calls this only where they let the fast path
+ * run.  Returns false, touching nothing, when the caller must take the
+ * SQL path instead.
  */
 bool
-inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
+inbox_marker_begin(InboxMarkerWriter *writer, const InboxObjects *objects,
 				   Relation heap, Relation key_index, text *consumer,
-				   bool row_security, bool claimed)
+				   InboxMarkerKind kind)
 {
+	bool		claimed = kind == INBOX_MARKER_CLAIMED;
+
 	if (!inbox_fast_paths_audited() ||
-		IsolationUsesXactSnapshot() || row_security ||
+		IsolationUsesXactSnapshot() ||
 		!inbox_index_is_usable(key_index) ||
 		!OidIsValid(objects->id_sequence_oid) ||
 		!OidIsValid(claimed ? objects->claimed_oid : objects->processed_oid) ||
@@ -107,7 +111,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	writer->key_index = key_index;
 	writer->consumer = consumer;
 	writer->now = GetCurrentTimestamp();
-	writer->claimed = claimed;
+	writer->kind = kind;
 	writer->lease_until = 0;
 	writer->payload = (Datum) 0;
 	writer->token = 0;
@@ -115,9 +119,8 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
 	writer->estate = NULL;
 
 	InitDirtySnapshot(writer->dirty);
-	inbox_key_scankeys(writer->keys, key_index, consumer);
-	writer->probe_slot = table_slot_create(heap, NULL);
-	writer->probe = inbox_index_beginscan(heap, key_index, &writer->dirty, 2, 0);
+	inbox_key_probe_begin(&writer->probe, heap, key_index, consumer,
+						  &writer->dirty);
 	return true;
 }
 
@@ -127,7 +130,7 @@ inbox_marker_begin(MarkerWriter *writer, const InboxObjects *objects,
  *		duplicate costs only the probe.
  */
 static void
-marker_prepare_insert(MarkerWriter *writer)
+marker_prepare_insert(InboxMarkerWriter *writer)
 {
 	const InboxObjects *objects = writer->objects;
 
@@ -142,8 +145,8 @@ marker_prepare_insert(MarkerWriter *writer)
 	 */
 	writer->state_index =
 		inbox_open_state_index(writer->heap, objects, writer->key_index,
-							   writer->claimed ? objects->claimed_oid :
-							   objects->processed_oid);
+							   writer->kind == INBOX_MARKER_CLAIMED ?
+							   objects->claimed_oid : objects->processed_oid);
 	if (writer->state_index != NULL)
 		return;
 
@@ -160,12 +163,12 @@ marker_prepare_insert(MarkerWriter *writer)
  *		Insert the index entries of a speculatively inserted marker; false
  *		if the key index reports a possibly conflicting entry.
  *
- * The direct path forms the entries from the values the caller passes:
+ * Formed here, the entries come from the values the caller passes:
  * the slot's own value array is not valid once the table AM has turned the
  * slot into a heap tuple.
  */
 static bool
-marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
+marker_insert_index_entries(InboxMarkerWriter *writer, TupleTableSlot *slot,
 							text *message_id, int64 id)
 {
 	Datum		values[3];
@@ -200,7 +203,7 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
 	 * inbox_open_claims'.
 	 */
 	values[0] = PointerGetDatum(writer->consumer);
-	if (writer->claimed)
+	if (writer->kind == INBOX_MARKER_CLAIMED)
 		values[1] = Int64GetDatum(id);
 	else
 	{
@@ -218,7 +221,7 @@ marker_insert_index_entries(MarkerWriter *writer, TupleTableSlot *slot,
  *		appeared since the probe (the tuple is then super-deleted).
  */
 static bool
-marker_insert(MarkerWriter *writer, text *message_id)
+marker_insert(InboxMarkerWriter *writer, text *message_id)
 {
 	TupleTableSlot *slot = writer->insert_slot;
 	const InboxObjects *objects = writer->objects;
@@ -242,7 +245,7 @@ marker_insert(MarkerWriter *writer, text *message_id)
 	isnull[INBOX_ATT_STATE - 1] = false;
 	isnull[INBOX_ATT_RECEIVED_AT - 1] = false;
 	isnull[INBOX_ATT_ATTEMPTS - 1] = false;
-	if (writer->claimed)
+	if (writer->kind == INBOX_MARKER_CLAIMED)
 	{
 		/*
 		 * A new token for every claim written, as inbox_begin's INSERT
@@ -286,19 +289,16 @@ marker_insert(MarkerWriter *writer, text *message_id)
  *		its marker, false if a marker exists.
  */
 bool
-inbox_marker_claim(MarkerWriter *writer, text *message_id)
+inbox_marker_claim(InboxMarkerWriter *writer, text *message_id)
 {
 	for (;;)
 	{
 		CHECK_FOR_INTERRUPTS();
 
-		writer->keys[0].sk_argument = PointerGetDatum(message_id);
-		index_rescan(writer->probe, writer->keys, 2, NULL, 0);
-		if (index_getnext_slot(writer->probe, ForwardScanDirection,
-							   writer->probe_slot))
+		if (inbox_key_probe_found(&writer->probe, message_id))
 		{
 			SnapshotData *dirty = &writer->dirty;
-			ItemPointerData ctid = writer->probe_slot->tts_tid;
+			ItemPointerData ctid = writer->probe.slot->tts_tid;
 			TransactionId xwait;
 
 			/* A marker no running transaction is writing or deleting. */
@@ -310,7 +310,7 @@ inbox_marker_claim(MarkerWriter *writer, text *message_id)
 			 * Its fate is in another transaction's hands: wait for it, with
 			 * no buffer pinned, then look again.
 			 */
-			ExecClearTuple(writer->probe_slot);
+			ExecClearTuple(writer->probe.slot);
 			if (dirty->speculativeToken != 0)
 				SpeculativeInsertionWait(dirty->xmin, dirty->speculativeToken);
 			else
@@ -332,10 +332,9 @@ inbox_marker_claim(MarkerWriter *writer, text *message_id)
  *		and key index stay open for the caller to close.
  */
 void
-inbox_marker_end(MarkerWriter *writer)
+inbox_marker_end(InboxMarkerWriter *writer)
 {
-	index_endscan(writer->probe);
-	ExecDropSingleTupleTableSlot(writer->probe_slot);
+	inbox_key_probe_end(&writer->probe);
 	if (writer->insert_slot == NULL)
 		return;
 	ExecDropSingleTupleTableSlot(writer->insert_slot);

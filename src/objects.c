@@ -68,6 +68,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
@@ -110,15 +111,15 @@ typedef enum InboxIndexHolds
  * What index_holds found, per index and state, until the table's
  * next relcache invalidation (which any change of its indexes sends).
  */
-typedef struct IndexHolds
+typedef struct InboxIndexHoldsEntry
 {
 	Oid			index;
 	Oid			state;
 	InboxIndexHolds holds;
-} IndexHolds;
+} InboxIndexHoldsEntry;
 
 #define INDEX_HOLDS_CACHE_SIZE 8
-static IndexHolds index_holds_cache[INDEX_HOLDS_CACHE_SIZE];
+static InboxIndexHoldsEntry index_holds_cache[INDEX_HOLDS_CACHE_SIZE];
 static int	index_holds_cached = 0;
 
 static void objects_invalidate(Datum arg, Oid relid);
@@ -648,6 +649,20 @@ inbox_consumers_is_plain(Relation rel)
 		strcmp(NameStr(consumer->attname), "consumer") == 0 &&
 		!lease->attisdropped && lease->atttypid == INTERVALOID &&
 		strcmp(NameStr(lease->attname), "lease") == 0;
+}
+
+/*
+ * inbox_row_security_applies
+ *		Do row-level security policies apply to the current user on this
+ *		table?  A path that reads or writes without SQL would bypass them,
+ *		so it leaves such a caller to the SQL path, whose statements apply
+ *		them.
+ */
+bool
+inbox_row_security_applies(Relation rel)
+{
+	return rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED;
 }
 
 /*

@@ -21,10 +21,9 @@
  * position on, and each marker found is deleted through the table access
  * method without waiting: one held by someone else reports "being
  * modified" and is skipped.  No row lock is taken and WAL-logged before
- * each delete (measured with pg_waldump: half of the WAL records of a pass
- * that locked first), and neither executor nor SPI runs per marker: reading
- * the candidates through an SPI cursor was 45 % of the worker's CPU time
- * (perf), and the claimers pay for every bit of it while the worker runs.
+ * each delete (a WAL record per marker on top of the delete's own), and
+ * neither executor nor SPI runs per marker: the claimers pay for every bit
+ * of the worker's CPU time while it runs.
  * The scan returns the version of each marker its snapshot sees, following
  * HOT chains, so the delete names that version, never the index entry's.
  *
@@ -34,10 +33,12 @@
  * LOCKED and deletes them by ctid (a TID scan), never by a join that the
  * planner could turn into a scan of the whole table.
  *
- * The background worker runs each batch in its own short transaction,
- * pausing for a moment every PRUNE_CHUNK markers so that claimers waiting
- * for its CPU do not wait long.  inbox_prune() runs the same batches, all
- * in the caller's transaction, without pauses.
+ * This file runs one batch (inbox_prune_batch); the passes are driven
+ * elsewhere, with the same batches: the background worker runs each batch
+ * in its own short transaction (worker.c), pausing for a moment every
+ * PRUNE_CHUNK markers so that claimers waiting for its CPU do not wait
+ * long; inbox_prune() runs them all in the caller's transaction, without
+ * pauses (pass.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -66,27 +67,20 @@
 
 #include "inbox.h"
 
-PG_FUNCTION_INFO_V1(inbox_prune);
-
 /*
  * The markers a worker batch reads and deletes between two pauses.
  *
  * A process that computes without making a system call can keep its CPU
  * until the scheduler's next tick, even from the processes it woke, and
- * whatever its priority: measured (perf sched timehist, Linux 6.18, a tick
- * every 4 ms, 2 cores), claimers woken while the worker read or deleted a
- * batch of 10,000 in one stretch waited up to 4.3 ms behind it for its CPU,
- * at times while the other CPU was idle; at nice 19 or SCHED_IDLE too.  A
- * sleep after every chunk, the shortest there is (1 microsecond, which
- * Linux stretches to its timer slack, 50 by default), hands them the CPU.
- * The shorter the stretch, the less a claim waits: 50 markers take the
- * walk about 0.05 ms.  Measured side by side (bench/HISTORY.md, Pruning),
- * the claims' p99 while pruning was 1.24-1.32 times their p99 without with
- * chunks of 100, 1.93-2.62 times with chunks of 500; chunks of 50, with
- * inbox.batch_delay at 50 ms to make up for their pauses, 1.09-1.35 times
- * against 1.27-2.03 for chunks of 100 at 70 ms, at 120,000-124,000 markers
- * a second against 103,000-108,000.  Each pause costs the walk about
- * 0.1 ms, the claimers' turn.
+ * whatever its priority (a nice level or SCHED_IDLE does not help):
+ * claimers woken while the worker reads or deletes a whole batch in one
+ * stretch wait behind it for its CPU, at times while another CPU is idle.
+ * A sleep after every chunk, the shortest there is (1 microsecond, which
+ * Linux stretches to its timer slack), hands them the CPU.  The shorter
+ * the stretch, the less a claim waits, and the more pauses the walk pays
+ * for, each one the claimers' turn; inbox.batch_delay (settings.c) was
+ * chosen together with this value.  The measurements behind both:
+ * bench/HISTORY.md, Pruning.
  */
 #define PRUNE_CHUNK 50
 
@@ -94,7 +88,7 @@ PG_FUNCTION_INFO_V1(inbox_prune);
  * A walk through inbox_prunable: the consumers one after another, and the
  * markers of each past its retention, in the index's order.
  */
-typedef struct PruneWalk
+typedef struct InboxPruneWalk
 {
 	const InboxObjects *objects;
 	Relation	heap;
@@ -116,7 +110,7 @@ typedef struct PruneWalk
 	ScanKeyData consumer_key;
 	ScanKeyData marker_keys[3];
 	ScanKeyData start_keys[2];	/* the members of marker_keys[1] */
-} PruneWalk;
+} InboxPruneWalk;
 
 static InboxPlan cutoff_plan;
 static InboxPlan delete_plan;
@@ -149,6 +143,42 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  * CHECK constraints can have one) gets no markers pruned, and the others
  * are pruned as usual (see prune_cutoff).  lock is appended to the
  * innermost SELECT.
+ *
+ * In plain SQL (the text qualifies every name with the extension's schema
+ * and every operator with pg_catalog), with final for
+ * '{processed,failed}'::inbox_state[]:
+ *
+ *----------
+ *	WITH RECURSIVE consumers(consumer) AS (
+ *		SELECT COALESCE($4, (SELECT consumer FROM ONLY inbox
+ *							 WHERE state = ANY (final)
+ *							 ORDER BY consumer LIMIT 1))
+ *		UNION ALL
+ *		SELECT (SELECT i.consumer FROM ONLY inbox i
+ *				WHERE i.state = ANY (final) AND i.consumer > c.consumer
+ *				ORDER BY i.consumer LIMIT 1)
+ *		FROM consumers c WHERE c.consumer IS NOT NULL)
+ *	SELECT d.tid, c.consumer, d.processed_at, d.id
+ *	FROM consumers c CROSS JOIN LATERAL (
+ *		SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY inbox i
+ *		WHERE i.consumer = c.consumer
+ *		  AND i.state = ANY (final)
+ *		  AND ROW(i.processed_at, i.id) >= ROW(
+ *				CASE WHEN c.consumer = $4 THEN $5 ELSE '-infinity' END,
+ *				CASE WHEN c.consumer = $4 THEN $6
+ *					 ELSE '-9223372036854775808'::int8 END)
+ *		  AND i.processed_at < (
+ *				SELECT CASE
+ *					WHEN r.retention IS NULL THEN $1 - $2
+ *					WHEN inbox_retention_is_valid(r.retention)
+ *					THEN $1 - r.retention
+ *					ELSE '-infinity'::timestamptz END
+ *				FROM (SELECT (SELECT x.retention FROM inbox_consumers x
+ *							  WHERE x.consumer = c.consumer) AS retention) r)
+ *		ORDER BY i.processed_at, i.id LIMIT $3 lock) d
+ *	WHERE c.consumer IS NOT NULL
+ *	LIMIT $3
+ *----------
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
@@ -356,10 +386,10 @@ prune_cutoff(const InboxObjects *objects, text *consumer, TimestampTz now)
  * as long as the walk.
  */
 static void
-prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
+prune_walk_begin(InboxPruneWalk *walk, const InboxObjects *objects, Relation heap,
 				 Relation index, TimestampTz now, InboxPassPosition *position)
 {
-	memset(walk, 0, sizeof(PruneWalk));
+	memset(walk, 0, sizeof(InboxPruneWalk));
 	walk->objects = objects;
 	walk->heap = heap;
 	walk->index = index;
@@ -377,7 +407,7 @@ prune_walk_begin(PruneWalk *walk, const InboxObjects *objects, Relation heap,
  *		Release what the walk set up.
  */
 static void
-prune_walk_end(PruneWalk *walk)
+prune_walk_end(InboxPruneWalk *walk)
 {
 	index_endscan(walk->markers);
 	index_endscan(walk->consumers);
@@ -390,7 +420,7 @@ prune_walk_end(PruneWalk *walk)
  *		columns up to processed_at.
  */
 static bool
-prune_slot_is_final(PruneWalk *walk)
+prune_slot_is_final(InboxPruneWalk *walk)
 {
 	Oid			state;
 
@@ -405,7 +435,7 @@ prune_slot_is_final(PruneWalk *walk)
  *		Is consumer the one the walk's position names?
  */
 static bool
-prune_is_position_consumer(PruneWalk *walk, text *consumer)
+prune_is_position_consumer(InboxPruneWalk *walk, text *consumer)
 {
 	text	   *other = (text *) walk->position->consumer.data;
 
@@ -447,7 +477,7 @@ prune_position_set_consumer(InboxPassPosition *position, text *consumer)
  * deleted before, however many tie on processed_at.
  */
 static bool
-prune_next_consumer(PruneWalk *walk)
+prune_next_consumer(InboxPruneWalk *walk)
 {
 	InboxPassPosition *position = walk->position;
 	text	   *consumer = NULL;
@@ -565,7 +595,7 @@ prune_next_consumer(PruneWalk *walk)
  * starts, and every batch would start over and end there again.
  */
 static bool
-prune_walk_next(PruneWalk *walk)
+prune_walk_next(InboxPruneWalk *walk)
 {
 	InboxPassPosition *position = walk->position;
 	TupleTableSlot *slot = walk->slot;
@@ -642,7 +672,7 @@ prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
  * prune_walk_delete
  *		Walk on until limit markers and consumers are handled (see
  *		prune_walk_next), deleting each marker; returns how many were
- *		deleted, and sets *handled.
+ *		deleted, and sets *handled (the batch's examined count).
  *
  * A marker is handled when it is deleted, or skipped because another
  * transaction holds or changed it.  One this transaction deleted before
@@ -652,7 +682,7 @@ prune_delete_marker(Relation heap, ItemPointer tid, CommandId cid,
  * With pause, a pause follows every PRUNE_CHUNK markers read.
  */
 static int64
-prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
+prune_walk_delete(InboxPruneWalk *walk, int64 limit, bool pause, int64 *handled)
 {
 	CommandId	cid = GetCurrentCommandId(true);
 	int64		read = 0;
@@ -686,25 +716,24 @@ prune_walk_delete(PruneWalk *walk, int64 limit, bool pause, int64 *handled)
 /*
  * prune_walk_batch
  *		One batch of a walk: at most batch_size markers and consumers
- *		handled, from position on, moving it; returns the markers deleted,
- *		and sets *handled and position->more.
+ *		handled, from position on, moving it.
  *
  * The caller has opened heap and index (prune_open_index), checked the
  * privileges, and has an active snapshot and an SPI connection.
  */
-static int64
+static InboxBatchResult
 prune_walk_batch(const InboxObjects *objects, Relation heap, Relation index,
 				 TimestampTz now, int batch_size, InboxPassPosition *position,
-				 bool pause, int64 *handled)
+				 bool pause)
 {
-	PruneWalk	walk;
-	int64		deleted;
+	InboxPruneWalk walk;
+	InboxBatchResult result;
 
 	prune_walk_begin(&walk, objects, heap, index, now, position);
-	deleted = prune_walk_delete(&walk, batch_size, pause, handled);
+	result.changed = prune_walk_delete(&walk, batch_size, pause,
+									   &result.examined);
 	prune_walk_end(&walk);
-	position->more = *handled >= batch_size;
-	return deleted;
+	return result;
 }
 
 /*
@@ -775,9 +804,12 @@ prune_advance(InboxPassPosition *position)
 /*
  * prune_by_statement
  *		One batch as a DELETE statement that locks its rows first, for a
- *		table a walk must not prune; returns the rows deleted.
+ *		table a walk must not prune.
+ *
+ * The statement skips the markers others hold rather than return them, so
+ * what it examined is what it deleted.
  */
-static int64
+static InboxBatchResult
 prune_by_statement(const InboxObjects *objects, TimestampTz now,
 				   int batch_size, InboxPassPosition *position)
 {
@@ -785,7 +817,15 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	Datum		values[PRUNE_NARGS];
 	char		nulls[PRUNE_NARGS];
 	SPIPlanPtr	plan;
+	InboxBatchResult result;
 
+	/*----------
+	 * WITH doomed AS (PRUNE_CANDIDATES(FOR UPDATE OF i SKIP LOCKED))
+	 * DELETE FROM ONLY inbox
+	 * WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed))
+	 * RETURNING consumer, processed_at, id
+	 *----------
+	 */
 	plan = inbox_plan(&delete_plan, objects,
 					  "WITH doomed AS ("
 					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
@@ -823,8 +863,8 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 		SPI_OK_DELETE_RETURNING)
 		elog(ERROR, "inbox prune statement failed");
 	prune_advance(position);
-	position->more = false;
-	return (int64) SPI_processed;
+	result.examined = result.changed = (int64) SPI_processed;
+	return result;
 }
 
 /*
@@ -832,18 +872,17 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
  *		Delete at most batch_size markers past their retention at now,
  *		from position on, and move position past them.
  *
- * The caller is connected to SPI, has an active snapshot, and passes the
- * objects it resolved in this transaction.  Returns the rows deleted.  A
- * walk pauses every PRUNE_CHUNK markers.
+ * An InboxBatchFunction (pass.c, worker.c): the caller is connected to
+ * SPI, has an active snapshot, and passes the objects it resolved in this
+ * transaction.  With pause, a walk pauses every PRUNE_CHUNK markers.
  */
-int64
+InboxBatchResult
 inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
-				  InboxPassPosition *position)
+				  bool pause, InboxPassPosition *position)
 {
 	Relation	heap;
 	Relation	index;
-	int64		deleted;
-	int64		handled;
+	InboxBatchResult result;
 
 	heap = table_open(objects->table_oid, RowExclusiveLock);
 	index = prune_open_index(heap, objects);
@@ -854,57 +893,9 @@ inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 	}
 
 	prune_check_privilege(heap);
-	deleted = prune_walk_batch(objects, heap, index, now, batch_size,
-							   position, true, &handled);
+	result = prune_walk_batch(objects, heap, index, now, batch_size,
+							  position, pause);
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
-	return deleted;
-}
-
-/*
- * inbox_prune() returns bigint
- *		One pruning pass in the current database; returns markers deleted.
- */
-Datum
-inbox_prune(PG_FUNCTION_ARGS)
-{
-	InboxObjects objects;
-	InboxPassPosition position = {.valid = false};
-	Relation	heap;
-	Relation	index;
-	TimestampTz now = GetCurrentTimestamp();
-	int64		deleted = 0;
-	int64		handled;
-
-	PreventCommandIfReadOnly("inbox_prune()");
-	heap = inbox_open_table(RowExclusiveLock, &objects);
-	index = prune_open_index(heap, &objects);
-	if (index == NULL)
-	{
-		table_close(heap, NoLock);
-		PG_RETURN_INT64(inbox_maintenance_pass("inbox_prune()",
-											   inbox_prune_batch));
-	}
-
-	/*
-	 * The worker's batches, in the caller's transaction and without pauses
-	 * (the pass is the caller's own work), each resuming where the last one
-	 * ended: what the worker does between its transactions is what this
-	 * does between batches, where the tests can count it
-	 * (sql/prune_resume.sql).  A batch costs one descent of the index and
-	 * one query per consumer.
-	 */
-	prune_check_privilege(heap);
-	SPI_connect();
-	do
-	{
-		CHECK_FOR_INTERRUPTS();
-		deleted += prune_walk_batch(&objects, heap, index, now,
-									inbox_batch_size, &position, false,
-									&handled);
-	} while (position.more);
-	SPI_finish();
-	index_close(index, NoLock);
-	table_close(heap, NoLock);
-	PG_RETURN_INT64(deleted);
+	return result;
 }

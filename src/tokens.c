@@ -137,24 +137,24 @@ static Oid	reserved_sequence = InvalidOid;
 static int64 reserved_below = 0;
 
 /* The sequence's current position, read from its page. */
-typedef struct TokensPosition
+typedef struct InboxTokensPosition
 {
 	int64		last_value;
 	bool		is_called;
 	XLogRecPtr	lsn;			/* of the last WAL record that changed it */
-} TokensPosition;
+} InboxTokensPosition;
 
 /* The sequences that keep the token sequence's state, beside it. */
-typedef struct TokensSiblings
+typedef struct InboxTokensSiblings
 {
 	Oid			lineage;		/* inbox_token_epoch */
 	Oid			reserve;		/* inbox_token_reserve */
 	Oid			lifted;			/* inbox_token_lifted */
-} TokensSiblings;
+} InboxTokensSiblings;
 
-static void tokens_read_position(Relation seqrel, TokensPosition *position);
+static void tokens_read_position(Relation seqrel, InboxTokensPosition *position);
 static void tokens_lift(Oid sequence);
-static bool tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
+static bool tokens_lift_pass(Oid sequence, const InboxTokensSiblings *siblings,
 							 TimeLineID timeline, bool write);
 static uint32 tokens_identity(void);
 static Oid	tokens_sibling(Oid sequence, const char *name);
@@ -169,7 +169,7 @@ static void tokens_check_alter(Oid relid, List *options);
  *		lock on the sequence.
  */
 static void
-tokens_read_position(Relation seqrel, TokensPosition *position)
+tokens_read_position(Relation seqrel, InboxTokensPosition *position)
 {
 	Buffer		buf = ReadBuffer(seqrel, 0);
 	Page		page;
@@ -276,7 +276,7 @@ static void
 tokens_lift(Oid sequence)
 {
 	TimeLineID	timeline;
-	TokensSiblings siblings;
+	InboxTokensSiblings siblings;
 
 	/* a standby draws no tokens: nextval will refuse */
 	if (RecoveryInProgress())
@@ -334,13 +334,13 @@ tokens_lift(Oid sequence)
  *		and true.
  */
 static bool
-tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
+tokens_lift_pass(Oid sequence, const InboxTokensSiblings *siblings,
 				 TimeLineID timeline, bool write)
 {
 	Relation	rel;
-	TokensPosition recorded;
-	TokensPosition lifted;
-	TokensPosition position;
+	InboxTokensPosition recorded;
+	InboxTokensPosition lifted;
+	InboxTokensPosition position;
 	uint32		identity = tokens_identity();
 	XLogRecPtr	redo = GetRedoRecPtr();
 	bool		checkpointed;
@@ -417,7 +417,7 @@ tokens_lift_pass(Oid sequence, const TokensSiblings *siblings,
 	 */
 	if (checkpointed)
 	{
-		TokensPosition reserve;
+		InboxTokensPosition reserve;
 		int64		value = position.last_value;
 
 		rel = relation_open(siblings->reserve, AccessShareLock);
@@ -545,7 +545,7 @@ inbox_tokens_drawn(Oid sequence, int64 largest)
 	if (largest <= 0)
 	{
 		Relation	rel;
-		TokensPosition position;
+		InboxTokensPosition position;
 
 		/* nextval holds RowExclusiveLock until the transaction ends */
 		rel = relation_open(sequence, NoLock);
@@ -583,7 +583,7 @@ tokens_raise_reserve(Oid sequence, int64 largest)
 	PG_TRY();
 	{
 		Relation	rel;
-		TokensPosition position;
+		InboxTokensPosition position;
 
 		rel = relation_open(reserve, AccessShareLock);
 		tokens_read_position(rel, &position);
@@ -683,7 +683,7 @@ tokens_check_alter(Oid relid, List *options)
 	if (restart != NULL)
 	{
 		Relation	seqrel;
-		TokensPosition position;
+		InboxTokensPosition position;
 		int64		target;
 
 		/*

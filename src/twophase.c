@@ -93,10 +93,10 @@ PG_FUNCTION_INFO_V1(inbox_next);
  * imply inbox_open_claims' predicate (and "state = 'processed'"
  * inbox_prunable's), and the planner, seeing a small index, chose it over
  * the key: every call then read all open claims of the consumer, and the
- * entries of completed ones until vacuum removed them (measured: 40 % of a
- * begin + complete cycle in inbox_complete's index scan).  Compared as
- * text, the test proves no index predicate, so only the key index applies:
- * one lookup, however many claims are open.  Test: sql/twophase.sql.
+ * entries of completed ones until vacuum removed them, a cost that grows
+ * with the consumer's backlog.  Compared as text, the test proves no index
+ * predicate, so only the key index applies: one lookup, however many
+ * claims are open.  Test: sql/twophase.sql.
  */
 #define STATE_IS(label) \
 	" AND state::pg_catalog.text" INBOX_EQ "'" label "'"
@@ -191,29 +191,29 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
  * decided held locked, or a final state (processed, failed) that no claim
  * leaves again.  See inbox_begin_outcome.
  */
-typedef enum TwophaseOutcome
+typedef enum InboxTwophaseOutcome
 {
 	OUTCOME_CLAIMED,			/* this call holds the first attempt */
 	OUTCOME_TAKEN_OVER,			/* this call holds a later attempt */
 	OUTCOME_PROCESSED,			/* done: ack */
 	OUTCOME_FAILED,				/* attempts used up: ack, and report */
 	OUTCOME_BUSY				/* a live claim holds it: try again later */
-} TwophaseOutcome;
+} InboxTwophaseOutcome;
 
-/* The outcome column's values, in TwophaseOutcome order. */
+/* The outcome column's values, in InboxTwophaseOutcome order. */
 static const char *const outcome_names[] = {
 	"claimed", "taken_over", "processed", "failed", "busy"
 };
 
-typedef struct TwophaseBegin
+typedef struct InboxTwophaseBegin
 {
-	TwophaseOutcome outcome;
+	InboxTwophaseOutcome outcome;
 	int64		token;			/* claimed, taken_over: the claim's token */
 	Interval	retry_after;	/* busy: the lease the holder has left */
-} TwophaseBegin;
+} InboxTwophaseBegin;
 
 static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
-								 TimestampTz now, TwophaseBegin *result);
+								 TimestampTz now, InboxTwophaseBegin *result);
 
 /*
  * twophase_row_answers
@@ -223,7 +223,7 @@ static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
  */
 static bool
 twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
-					 TwophaseBegin *result)
+					 InboxTwophaseBegin *result)
 {
 	HeapTuple	row;
 	TupleDesc	desc;
@@ -284,7 +284,7 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
  */
 static void
 twophase_begin(FunctionCallInfo fcinfo, const char *caller,
-			   TwophaseBegin *result)
+			   InboxTwophaseBegin *result)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
 	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID};
@@ -335,7 +335,44 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		return;
 	}
 
-	/* 2. Claim it, or take it over, under the row lock. */
+	/*----------
+	 * 2. Claim it, or take it over, under the row lock.  In plain SQL (the
+	 * text qualifies every name with the extension's schema and every
+	 * operator with pg_catalog), with left for ATTEMPTS_LEFT,
+	 * i.attempts < (SELECT max_attempts FROM attempts_setting):
+	 *
+	 *	WITH lease_setting AS (
+	 *		SELECT COALESCE($4, (SELECT c.lease FROM inbox_consumers c
+	 *							 WHERE c.consumer = $2), $6) AS lease),
+	 *	attempts_setting AS (
+	 *		SELECT COALESCE((SELECT c.max_attempts FROM inbox_consumers c
+	 *						 WHERE c.consumer = $2), $7) AS max_attempts)
+	 *	INSERT INTO inbox AS i
+	 *		(message_id, consumer, state, received_at, token,
+	 *		 lease_until, attempts, payload)
+	 *	SELECT $1, $2, 'claimed', $3, pg_catalog.nextval($8),
+	 *		   $3 + s.lease, 1, $5 FROM lease_setting s
+	 *	ON CONFLICT ON CONSTRAINT inbox_message_id_consumer_key DO UPDATE SET
+	 *		state = CASE WHEN left
+	 *				THEN 'claimed'::inbox_state ELSE 'failed' END,
+	 *		token = CASE WHEN left
+	 *				THEN pg_catalog.nextval($8) ELSE i.token END,
+	 *		lease_until = CASE WHEN left THEN excluded.lease_until END,
+	 *		attempts = CASE WHEN left
+	 *				   THEN i.attempts + 1 ELSE i.attempts END,
+	 *		processed_at = CASE WHEN left THEN NULL ELSE $3 END,
+	 *		last_error = CASE
+	 *			WHEN left THEN i.last_error
+	 *			WHEN i.state = 'claimed'
+	 *			THEN 'lease expired after attempt ' || i.attempts || ' of '
+	 *				 || (SELECT max_attempts FROM attempts_setting)
+	 *			ELSE i.last_error END,
+	 *		payload = COALESCE(excluded.payload, i.payload)
+	 *	WHERE i.state = 'released'
+	 *	   OR (i.state = 'claimed' AND i.lease_until <= $3)
+	 *	RETURNING i.state = 'claimed', i.token, i.attempts
+	 *----------
+	 */
 	plan = inbox_plan(&begin_plan, &objects,
 					  "WITH lease_setting AS ("
 					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease),"
@@ -426,7 +463,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 Datum
 inbox_begin(PG_FUNCTION_ARGS)
 {
-	TwophaseBegin result;
+	InboxTwophaseBegin result;
 
 	twophase_begin(fcinfo, "inbox_begin()", &result);
 	if (result.outcome != OUTCOME_CLAIMED &&
@@ -466,7 +503,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 Datum
 inbox_begin_outcome(PG_FUNCTION_ARGS)
 {
-	TwophaseBegin result;
+	InboxTwophaseBegin result;
 	TupleDesc	desc;
 	Datum		columns[3];
 	bool		isnull[3] = {false, true, true};
@@ -669,10 +706,7 @@ inbox_next(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7];
 
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("max must not be null")));
+	inbox_arg_not_null(fcinfo, 2, "max");
 	max = PG_GETARG_INT32(2);
 	if (max < 1 || max > INBOX_NEXT_MAX)
 		ereport(ERROR,

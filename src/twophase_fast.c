@@ -7,10 +7,10 @@
  *
  * Why: a begin and a complete are each one SQL statement (twophase.c), run
  * through SPI inside the function, on top of the caller's own statement.
- * Measured with perf, those inner statements took 60 % of the backend's
- * time in a begin + complete cycle, a fifth of it in executor start-up, and
- * the cycle ran no faster than the same two statements written by hand on
- * a table with a lease column and no token (README, Performance).
+ * Those inner statements, executor start-up included, were most of the
+ * backend's time in a begin + complete cycle, which then ran no faster
+ * than the same two statements written by hand on a table with a lease
+ * column and no token (bench/HISTORY.md).
  *
  * How, for inbox_begin: a new message is claimed the way a one-phase claim
  * writes its marker (marker.c: a probe of the key index with a dirty
@@ -57,7 +57,6 @@
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/rel.h"
-#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -96,8 +95,7 @@ fast_path_applies(const InboxObjects *objects, Relation heap,
 		OidIsValid(objects->processed_oid) &&
 		pg_class_aclmask(objects->table_oid, GetUserId(), privileges,
 						 ACLMASK_ALL) == privileges &&
-		!(heap->rd_rel->relrowsecurity &&
-		  check_enable_rls(objects->table_oid, InvalidOid, false) == RLS_ENABLED);
+		!inbox_row_security_applies(heap);
 }
 
 /*
@@ -129,9 +127,7 @@ consumer_lease(const InboxObjects *objects, text *consumer,
 	rel = try_table_open(objects->consumers_oid, AccessShareLock);
 	if (rel == NULL)
 		return false;
-	if (!inbox_consumers_is_plain(rel) ||
-		(rel->rd_rel->relrowsecurity &&
-		 check_enable_rls(objects->consumers_oid, InvalidOid, false) == RLS_ENABLED))
+	if (!inbox_consumers_is_plain(rel) || inbox_row_security_applies(rel))
 	{
 		table_close(rel, NoLock);
 		return false;
@@ -196,7 +192,7 @@ inbox_fast_begin(const InboxObjects *objects, Relation heap, text *message_id,
 {
 	Interval   *lease;
 	Relation	key_index;
-	MarkerWriter writer;
+	InboxMarkerWriter writer;
 	bool		claimed;
 
 	if (!fast_path_applies(objects, heap, ACL_INSERT | ACL_SELECT | ACL_UPDATE))
@@ -209,7 +205,7 @@ inbox_fast_begin(const InboxObjects *objects, Relation heap, text *message_id,
 
 	key_index = index_open(objects->key_index_oid, RowExclusiveLock);
 	if (!inbox_marker_begin(&writer, objects, heap, key_index, consumer,
-							false, true))
+							INBOX_MARKER_CLAIMED))
 	{
 		index_close(key_index, NoLock);
 		return false;

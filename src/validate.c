@@ -61,6 +61,19 @@ inbox_check_message_id(text *message_id, int element)
 }
 
 /*
+ * inbox_arg_not_null
+ *		Reject a NULL argument, named name in the message.
+ */
+void
+inbox_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
+/*
  * inbox_arg_message_id
  *		Fetch and check a message_id text argument; never returns NULL.
  */
@@ -69,10 +82,7 @@ inbox_arg_message_id(FunctionCallInfo fcinfo, int argno)
 {
 	text	   *message_id;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("message_id must not be null")));
+	inbox_arg_not_null(fcinfo, argno, "message_id");
 	message_id = PG_GETARG_TEXT_PP(argno);
 	inbox_check_message_id(message_id, 0);
 	return message_id;
@@ -87,10 +97,7 @@ inbox_arg_consumer(FunctionCallInfo fcinfo, int argno)
 {
 	text	   *consumer;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("consumer must not be null")));
+	inbox_arg_not_null(fcinfo, argno, "consumer");
 	consumer = PG_GETARG_TEXT_PP(argno);
 	check_key(consumer, "consumer", INBOX_CONSUMER_MAX_BYTES, 0);
 	return consumer;
@@ -106,10 +113,7 @@ inbox_arg_consumer(FunctionCallInfo fcinfo, int argno)
 int64
 inbox_arg_token(FunctionCallInfo fcinfo, int argno)
 {
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("token must not be null")));
+	inbox_arg_not_null(fcinfo, argno, "token");
 	return PG_GETARG_INT64(argno);
 }
 

@@ -100,23 +100,23 @@
 #define INBOX_WANTED_POLL_MS	100
 
 /* A database the launcher will serve. */
-typedef struct LauncherDatabase
+typedef struct InboxLauncherDatabase
 {
 	Oid			oid;
 	char		name[NAMEDATALEN];
-} LauncherDatabase;
+} InboxLauncherDatabase;
 
 /* Why a database worker's pass of batches ended. */
-typedef enum WorkerPassEnd
+typedef enum InboxWorkerPassEnd
 {
-	WORKER_PASS_DONE,			/* a batch came back short: all done */
+	WORKER_PASS_DONE,			/* a batch left nothing more: all done */
 	WORKER_PASS_NO_EXTENSION,	/* not (or no longer) installed */
 	WORKER_PASS_READ_ONLY,		/* default_transaction_read_only is on */
 	WORKER_PASS_UNTRUSTED,		/* the extension's schema or objects are
 								 * controlled by a role that is not a
 								 * superuser */
 	WORKER_PASS_WANTED			/* someone wants the database: leave */
-} WorkerPassEnd;
+} InboxWorkerPassEnd;
 
 /*
  * The inbox.* settings the worker takes from the server's configuration,
@@ -149,16 +149,16 @@ static void launcher_pass(void);
 static List *launcher_databases(void);
 static List *launcher_selection(bool *all);
 static void launcher_report_unmatched(List *unmatched, List *all_names);
-static bool launcher_run_worker(const LauncherDatabase *database);
+static bool launcher_run_worker(const InboxLauncherDatabase *database);
 static void reload_settings_if_asked(void);
 static bool database_is_wanted(Oid dboid, bool for_transaction);
 static void worker_pin_settings(char **server_values);
 static bool worker_lock_extension(void);
-static int64 worker_batch(InboxBatchFunction batch,
-						  InboxPassPosition *position);
+static InboxBatchResult worker_batch(InboxBatchFunction batch,
+									 InboxPassPosition *position);
 static bool worker_pause(void);
-static WorkerPassEnd worker_pass(InboxBatchFunction batch,
-								 const char *activity, int64 *total);
+static InboxWorkerPassEnd worker_pass(InboxBatchFunction batch,
+									  const char *activity, int64 *total);
 
 /*
  * inbox_worker_register
@@ -312,7 +312,7 @@ launcher_pass(void)
 
 	foreach(lc, databases)
 	{
-		LauncherDatabase *database = (LauncherDatabase *) lfirst(lc);
+		InboxLauncherDatabase *database = (InboxLauncherDatabase *) lfirst(lc);
 
 		CHECK_FOR_INTERRUPTS();
 
@@ -462,7 +462,7 @@ launcher_databases(void)
 	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
 	{
 		Form_pg_database form = (Form_pg_database) GETSTRUCT(tuple);
-		LauncherDatabase *database;
+		InboxLauncherDatabase *database;
 		bool		selected = all;
 
 		all_names = lappend(all_names, pstrdup(NameStr(form->datname)));
@@ -475,7 +475,7 @@ launcher_databases(void)
 			inbox_database_is_invalid(form))
 			continue;
 
-		database = palloc(sizeof(LauncherDatabase));
+		database = palloc(sizeof(InboxLauncherDatabase));
 		database->oid = form->oid;
 		strlcpy(database->name, NameStr(form->datname), NAMEDATALEN);
 		databases = lappend(databases, database);
@@ -513,7 +513,7 @@ launcher_databases(void)
  *		false if no background worker slot was free.
  */
 static bool
-launcher_run_worker(const LauncherDatabase *database)
+launcher_run_worker(const InboxLauncherDatabase *database)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -642,7 +642,7 @@ worker_lock_extension(void)
  * changes is undone at the end of the batch (the GUC nest level).  An error
  * aborts the transaction, which restores both.
  */
-static int64
+static InboxBatchResult
 worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 {
 	InboxObjects objects;
@@ -651,7 +651,7 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	int64		done;
+	InboxBatchResult result;
 
 	table_close(rel, NoLock);
 
@@ -661,12 +661,13 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 	save_nestlevel = NewGUCNestLevel();
 
 	SPI_connect();
-	done = batch(&objects, GetCurrentTimestamp(), inbox_batch_size, position);
+	result = batch(&objects, GetCurrentTimestamp(), inbox_batch_size, true,
+				   position);
 	SPI_finish();
 
 	AtEOXact_GUC(false, save_nestlevel);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-	return done;
+	return result;
 }
 
 /*
@@ -702,18 +703,22 @@ worker_pause(void)
 /*
  * worker_pass
  *		Run batches of one kind, each in its own transaction, until one
- *		comes back short or the pass must end; *total counts the rows done
- *		as they are done (an error leaves it counting those committed).
+ *		leaves nothing more or the pass must end; *total counts the rows
+ *		changed as they are changed (an error leaves it counting those
+ *		committed).
+ *
+ * The worker's driver of a pass; pass.c has the SQL functions', which runs
+ * the same batches in one transaction.
  */
-static WorkerPassEnd
+static InboxWorkerPassEnd
 worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 {
 	InboxPassPosition position = {.valid = false};
 
 	for (;;)
 	{
-		WorkerPassEnd end = WORKER_PASS_DONE;
-		int64		done = 0;
+		InboxWorkerPassEnd end = WORKER_PASS_DONE;
+		InboxBatchResult result = {0, 0};
 
 		CHECK_FOR_INTERRUPTS();
 		reload_settings_if_asked();
@@ -737,7 +742,7 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 		{
 			worker_served = true;
 			PushActiveSnapshot(GetTransactionSnapshot());
-			done = worker_batch(batch, &position);
+			result = worker_batch(batch, &position);
 			PopActiveSnapshot();
 		}
 
@@ -749,8 +754,8 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 			worker_served = true;
 		if (end != WORKER_PASS_DONE)
 			return end;
-		*total += done;
-		if (done < inbox_batch_size && !position.more)
+		*total += result.changed;
+		if (!inbox_batch_left_more(&result, inbox_batch_size))
 			return WORKER_PASS_DONE;
 		if (inbox_batch_delay > 0 && !worker_pause())
 			return WORKER_PASS_WANTED;
@@ -768,7 +773,7 @@ inbox_database_worker_main(Datum main_arg)
 	char	   *server_values[lengthof(worker_server_settings)];
 	char	   *skipped;		/* set after the passes, not across them */
 	TimestampTz start;
-	WorkerPassEnd end;
+	InboxWorkerPassEnd end;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);

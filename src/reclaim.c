@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * maintenance.c
- *	  Reclaiming dead claims, and running a maintenance pass in batches.
+ * reclaim.c
+ *	  Reclaiming dead claims: one batch of a reclaim pass.
  *
  * Reclaiming turns claims whose lease expired into released claims
  * (attempts left) or failed ones (attempts used up), each keeping its old
@@ -12,25 +12,20 @@
  * for it) and changes them by their ctids (a TID scan), never by a join
  * that the planner could turn into a scan of the whole table.
  *
- * A pass of either kind (pruning is prune.c's) is batches until one comes
- * back short: the background worker runs each batch in its own
- * transaction (worker.c); the SQL functions run the whole pass in the
- * caller's, with inbox_maintenance_pass.
+ * A pass is batches until one leaves nothing more: inbox_reclaim() runs
+ * them all in the caller's transaction (pass.c), the background worker
+ * each in its own (worker.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "miscadmin.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "inbox.h"
-
-PG_FUNCTION_INFO_V1(inbox_reclaim);
 
 static InboxPlan reclaim_plan;
 
@@ -43,18 +38,40 @@ static InboxPlan reclaim_plan;
  * inbox_reclaim_batch
  *		Release or fail at most batch_size claims whose lease expired by now.
  *
- * Same calling convention as inbox_prune_batch (prune.c); needs no
- * position (the claims it changes leave the condition it selects on).
- * Returns the claims released or failed.
+ * An InboxBatchFunction, like inbox_prune_batch (prune.c); it needs no
+ * position (the claims it changes leave the condition it selects on) and
+ * never pauses.  The statement skips the claims others hold rather than
+ * return them, so what it examined is what it changed.
  */
-int64
+InboxBatchResult
 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
-					int batch_size, InboxPassPosition *position)
+					int batch_size, bool pause, InboxPassPosition *position)
 {
 	static Oid	argtypes[] = {TIMESTAMPTZOID, INT4OID, INT4OID};
 	Datum		values[3];
 	SPIPlanPtr	plan;
+	InboxBatchResult result;
 
+	/*----------
+	 * In plain SQL (the text qualifies every name with the extension's
+	 * schema and every operator with pg_catalog), with max for
+	 * MAX_ATTEMPTS, COALESCE((SELECT c.max_attempts FROM inbox_consumers c
+	 * WHERE c.consumer = i.consumer), $2):
+	 *
+	 *	UPDATE ONLY inbox i SET
+	 *		state = CASE WHEN i.attempts >= max
+	 *				THEN 'failed'::inbox_state ELSE 'released' END,
+	 *		processed_at = CASE WHEN i.attempts >= max THEN $1 END,
+	 *		last_error = 'lease expired after attempt ' || i.attempts
+	 *					 || ' of ' || max,
+	 *		lease_until = NULL
+	 *	WHERE i.ctid = ANY (ARRAY(
+	 *		SELECT x.ctid FROM ONLY inbox x
+	 *		WHERE x.state = 'claimed' AND x.lease_until <= $1
+	 *		LIMIT $3
+	 *		FOR UPDATE SKIP LOCKED))
+	 *----------
+	 */
 	plan = inbox_plan(&reclaim_plan, objects,
 					  "UPDATE ONLY %1$s.inbox i SET"
 					  " state = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
@@ -78,48 +95,6 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 
 	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "inbox reclaim statement failed");
-	return (int64) SPI_processed;
-}
-
-/*
- * inbox_maintenance_pass
- *		Run batches of one kind until one comes back short; for the SQL
- *		functions, all in the caller's transaction.
- */
-int64
-inbox_maintenance_pass(const char *caller, InboxBatchFunction batch)
-{
-	InboxObjects objects;
-	Relation	rel;
-	TimestampTz now = GetCurrentTimestamp();
-	InboxPassPosition position = {.valid = false};
-	int64		total = 0;
-	int64		done;
-
-	PreventCommandIfReadOnly(caller);
-	rel = inbox_open_table(RowExclusiveLock, &objects);
-	table_close(rel, NoLock);
-
-	SPI_connect();
-	do
-	{
-		CHECK_FOR_INTERRUPTS();
-		done = batch(&objects, now, inbox_batch_size, &position);
-		total += done;
-	} while (done == inbox_batch_size || position.more);
-	SPI_finish();
-
-	return total;
-}
-
-/*
- * inbox_reclaim() returns bigint
- *		One reclaim pass in the current database; returns claims released
- *		or failed.
- */
-Datum
-inbox_reclaim(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT64(inbox_maintenance_pass("inbox_reclaim()",
-										   inbox_reclaim_batch));
+	result.examined = result.changed = (int64) SPI_processed;
+	return result;
 }

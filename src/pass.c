@@ -1,0 +1,84 @@
+/*-------------------------------------------------------------------------
+ *
+ * pass.c
+ *	  A maintenance pass in the caller's transaction: inbox_prune() and
+ *	  inbox_reclaim().
+ *
+ * A pass is batches of one kind (prune.c, reclaim.c), each resuming at the
+ * position where the last one ended, until a batch leaves nothing more
+ * (inbox_batch_left_more).  There are two drivers, with the same batches
+ * and the same stop condition: this file's runs the whole pass in the
+ * caller's transaction, without pauses (the pass is the caller's own
+ * work); the background worker's runs each batch in a transaction of its
+ * own (worker.c).  What the worker does between its transactions is thus
+ * what the SQL functions do between batches, where the tests can count it
+ * (sql/prune_resume.sql).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_prune);
+PG_FUNCTION_INFO_V1(inbox_reclaim);
+
+/*
+ * pass_in_transaction
+ *		Run batches of one kind, all in the caller's transaction, until one
+ *		leaves nothing more; returns the rows they changed.
+ *
+ * caller names the SQL function in the read-only error.
+ */
+static int64
+pass_in_transaction(const char *caller, InboxBatchFunction batch)
+{
+	InboxObjects objects;
+	Relation	rel;
+	TimestampTz now = GetCurrentTimestamp();
+	InboxPassPosition position = {.valid = false};
+	InboxBatchResult result;
+	int64		changed = 0;
+
+	PreventCommandIfReadOnly(caller);
+	rel = inbox_open_table(RowExclusiveLock, &objects);
+	table_close(rel, NoLock);
+
+	SPI_connect();
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		result = batch(&objects, now, inbox_batch_size, false, &position);
+		changed += result.changed;
+	} while (inbox_batch_left_more(&result, inbox_batch_size));
+	SPI_finish();
+
+	return changed;
+}
+
+/*
+ * inbox_prune() returns bigint
+ *		One pruning pass in the current database; returns markers deleted.
+ */
+Datum
+inbox_prune(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(pass_in_transaction("inbox_prune()", inbox_prune_batch));
+}
+
+/*
+ * inbox_reclaim() returns bigint
+ *		One reclaim pass in the current database; returns claims released
+ *		or failed.
+ */
+Datum
+inbox_reclaim(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(pass_in_transaction("inbox_reclaim()",
+										inbox_reclaim_batch));
+}
