@@ -34,7 +34,7 @@ SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 -- Under READ COMMITTED a new claim costs one transaction id, its
 -- transaction's: the marker is written without a subtransaction.  Under
 -- REPEATABLE READ it costs two, the second for the subtransaction of the
--- general path.  (Each difference below also counts the id that the
+-- SQL path.  (Each difference below also counts the id that the
 -- measuring statement itself takes.)
 SELECT pg_current_xact_id()::text::bigint AS xid_before \gset
 SELECT inbox_claim('m-3', 'credit') AS new_claim;

@@ -2,7 +2,7 @@
 -- The fast path of a claim (src/marker.c) writes markers without SQL under
 -- READ COMMITTED.  It must leave exactly what a real INSERT would: the
 -- same row, and an entry in every index that should have one.  Where the
--- table was changed by hand, claims take the general path, a real INSERT.
+-- table was changed by hand, claims take the SQL path, a real INSERT.
 --
 CREATE EXTENSION inbox;
 CREATE EXTENSION amcheck;
@@ -32,7 +32,7 @@ SELECT * FROM inbox_claim_many(ARRAY['f-3', 'f-2', 'f-3', 'f-1'], 'credit') ORDE
 SELECT inbox_begin('f-4', 'credit') > 0 AS begun;
 SELECT inbox_claim('f-4', 'credit') AS open_claim_is_a_marker;
 
--- The general path writes the same row: REPEATABLE READ takes it.
+-- The SQL path writes the same row: REPEATABLE READ takes it.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT inbox_claim('g-1', 'credit') AS general_path;
 COMMIT;
@@ -58,7 +58,7 @@ SELECT * FROM check_indexes();
 DROP INDEX inbox_by_received_at;
 
 -- One of the extension's indexes recreated on other columns gets its
--- entries from the executor too: the direct path forms entries only for
+-- entries from the executor too: the fast path forms entries only for
 -- the columns inbox.sql indexes.
 DROP INDEX inbox_prunable;
 CREATE INDEX inbox_prunable ON inbox (consumer, id)
@@ -70,7 +70,7 @@ DROP INDEX inbox_prunable;
 CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
 	WITH (deduplicate_items = off) WHERE state IN ('processed', 'failed');
 
--- A trigger fires, and a new column gets its default: the general path ran.
+-- A trigger fires, and a new column gets its default: the SQL path ran.
 CREATE FUNCTION inbox_audit() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	RAISE NOTICE 'trigger saw %', NEW.message_id;
@@ -83,7 +83,7 @@ SELECT inbox_claim('t-1', 'credit') AS with_trigger;
 SELECT * FROM inbox_claim_many(ARRAY['t-2'], 'credit');
 DROP TRIGGER inbox_audit ON inbox;
 DROP FUNCTION inbox_audit();
-ALTER TABLE inbox ADD COLUMN note text DEFAULT 'general path';
+ALTER TABLE inbox ADD COLUMN note text DEFAULT 'SQL path';
 SELECT inbox_claim('t-3', 'credit') AS with_extra_column;
 SELECT * FROM inbox_claim_many(ARRAY['t-4'], 'credit');
 SELECT message_id, note FROM inbox WHERE message_id IN ('t-3', 't-4') ORDER BY 1;

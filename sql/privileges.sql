@@ -36,7 +36,7 @@ SELECT * FROM inbox_claim_many(ARRAY['m-2', 'm-3'], 'credit');
 RESET ROLE;
 
 -- inbox_claim_many needs the key columns' SELECT as well, under every
--- isolation level alike (its general path returns the ids it inserted).
+-- isolation level alike (its SQL path returns the ids it inserted).
 CREATE ROLE regress_inbox_insert_only;
 GRANT EXECUTE ON FUNCTION inbox_claim(text, text),
 	inbox_claim_many(text[], text) TO regress_inbox_insert_only;

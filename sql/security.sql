@@ -72,7 +72,7 @@ CREATE INDEX inbox_prunable ON decoy (consumer, processed_at, id)
 \c -
 SELECT inbox_prune() AS pruned;
 SELECT count(*) AS markers_kept FROM inbox;
--- Claims and completions take the executor's way meanwhile.
+-- Claims and completions take the SQL path meanwhile.
 SELECT inbox_claim('m-6', 'credit') AS claimed;
 SELECT inbox_complete('j-1', 'jobs', inbox_begin('j-1', 'jobs')) AS completed;
 DROP TABLE decoy;

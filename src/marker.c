@@ -141,7 +141,8 @@ marker_prepare_insert(InboxMarkerWriter *writer)
 	 * The entries are formed below from the columns inbox.sql indexes
 	 * (index_insert is called without an IndexInfo, which nbtree ignores),
 	 * when objects.c finds the indexes as inbox.sql made them; any other
-	 * index, or one of ours changed, takes the executor's way.
+	 * index, or one of ours changed, gets its entries from
+	 * ExecInsertIndexTuples, as in the executor.
 	 */
 	writer->state_index =
 		inbox_open_state_index(writer->heap, objects, writer->key_index,
