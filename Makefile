@@ -103,3 +103,9 @@ bench-growth:
 
 bench-robustness:
 	@bench/robustness
+
+# The client examples (Python, Node, Java) and the PgBouncer checks,
+# against a throwaway server; see examples/README.md.
+.PHONY: examples
+examples:
+	@examples/test
