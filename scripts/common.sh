@@ -56,7 +56,13 @@ build_and_install() {
 		echo "$PG_CONFIG" >"$stamp" 2>/dev/null || true
 	fi
 	say "==> building"
-	make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
+	# INBOX_SHOW_BUILD=1 (CI) shows every compiler command; otherwise only
+	# warnings and errors are shown.
+	if [ "${INBOX_SHOW_BUILD:-0}" = 1 ]; then
+		make -C "$TOP" PG_CONFIG="$PG_CONFIG"
+	else
+		make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
+	fi
 	say "==> installing into $("$PG_CONFIG" --sharedir)/extension"
 	if ! make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null; then
 		die "could not install; run:  sudo make -C '$TOP' PG_CONFIG=$PG_CONFIG install"
