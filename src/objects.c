@@ -474,9 +474,10 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
  * (a table of Citus's, not a catalog of PostgreSQL's; it has no syscache),
  * found here by name: the extension neither links against Citus nor needs
  * it installed.  Without that table the answer is no, for the cost of one
- * syscache lookup per rebuild of the cache.  A table of that name without
- * Citus's column answers yes: it cannot be told apart from Citus's, and
- * the answer yes only makes the fast paths decline.
+ * syscache lookup per rebuild of the cache.  Anything of that name other
+ * than a table with Citus's column answers yes: it cannot be told apart
+ * from a Citus we do not know, and the answer yes only makes the fast
+ * paths decline.
  *
  * The rows are read with the latest snapshot, not the caller's: the answer
  * is cached until the next invalidation of the relation, so it must be
@@ -504,6 +505,8 @@ managed_by_citus(Oid relation)
 									 PG_CATALOG_NAMESPACE);
 	if (!OidIsValid(citus_tables))
 		return false;
+	if (get_rel_relkind(citus_tables) != RELKIND_RELATION)
+		return true;
 	rel = try_table_open(citus_tables, AccessShareLock);
 	if (rel == NULL)
 		return false;
@@ -518,7 +521,7 @@ managed_by_citus(Oid relation)
 			strcmp(NameStr(attr->attname), INBOX_CITUS_RELATION_COLUMN) == 0)
 			column = attr->attnum;
 	}
-	if (rel->rd_rel->relkind != RELKIND_RELATION || column == InvalidAttrNumber)
+	if (column == InvalidAttrNumber)
 	{
 		table_close(rel, AccessShareLock);
 		return true;
