@@ -4,6 +4,9 @@
 #   make test        set up, build, install, and run every test
 #   make test-all    the same on every supported major (15 to 18), the
 #                    others built from source once (scripts/build-pg)
+#   make test-citus  a Citus cluster on loopback (a coordinator and two
+#                    workers, Citus built once by scripts/build-citus) and
+#                    the checks of a distributed inbox (test/citus/run)
 #   make bench       set up, build, install, and compare inbox_claim with
 #                    what users write by hand (bench/results/)
 #   make bench-majors  the claim comparison on 15 and 18 side by side
@@ -45,7 +48,7 @@ DATA = $(wildcard inbox--*--*.sql)
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects dba partition bounds security fuzz claim claim_many marker claim_errors privileges search_path cache \
 	twophase twophase_fast sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
-	tokens
+	tokens citus
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
@@ -78,7 +81,7 @@ $(OBJS): src/inbox.h src/compat.h
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.
-.PHONY: demo test test-all bench bench-majors bench-prune bench-growth bench-robustness
+.PHONY: demo test test-all test-citus bench bench-majors bench-prune bench-growth bench-robustness
 demo:
 	@scripts/demo
 
@@ -87,6 +90,9 @@ test:
 
 test-all:
 	@scripts/test-all
+
+test-citus:
+	@test/citus/run
 
 # Not part of make test: benchmarks take minutes and assert nothing.
 bench:

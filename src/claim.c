@@ -99,8 +99,8 @@ static void claim_many(Datum *ids, int nids, text *consumer,
  *
  * Sets *probe to whether the index may answer for existing markers, which
  * is false when row-level security applies to the caller, when the caller
- * has only column privileges, or when the index is not ready, valid and
- * live.  Returns the
+ * has only column privileges, when the index is not ready, valid and
+ * live, or when Citus manages the table.  Returns the
  * table, locked in RowExclusiveLock like any INSERT's target.
  */
 static Relation
@@ -137,11 +137,12 @@ claim_open(const char *caller, InboxObjects *objects, Relation *index,
 
 	/*
 	 * The key index answers for existing markers only when it is complete
-	 * (not being built by REINDEX CONCURRENTLY, say); otherwise the INSERT
-	 * decides alone.
+	 * (not being built by REINDEX CONCURRENTLY, say), and holds them: on a
+	 * table Citus manages, the markers are in shards, and this index is
+	 * the empty shell's.  Otherwise the INSERT decides alone.
 	 */
 	*probe = table_wide && inbox_index_is_usable(*index) &&
-		!inbox_row_security_applies(heap);
+		!inbox_row_security_applies(heap) && !objects->table_in_citus;
 	return heap;
 }
 

@@ -113,6 +113,10 @@
 #define INBOX_CONSUMERS_NAME	"inbox_consumers"
 #define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 
+/* Citus's table of the relations it manages, if Citus is installed. */
+#define INBOX_CITUS_TABLES_NAME	"pg_dist_partition"
+#define INBOX_CITUS_RELATION_COLUMN "logicalrelid"
+
 /*
  * The inbox table's columns as inbox.sql creates them: how many, and the
  * attribute numbers (1-based) of those the C code reads or writes.  Valid
@@ -171,6 +175,12 @@ typedef struct InboxObjects
 	Oid			token_sequence_oid; /* inbox_token_seq */
 	Oid			consumers_oid;	/* inbox_consumers */
 	Oid			consumers_key_oid;	/* its primary key */
+	/*
+	 * Citus manages the table (or inbox_consumers): its rows are in shards,
+	 * and the local heap is an empty shell that no fast path may touch.
+	 */
+	bool		table_in_citus;
+	bool		consumers_in_citus;
 	NameData	schema_name;
 	uint64		generation;		/* changes whenever the above are looked up
 								 * again; cached plans compare it */
@@ -387,7 +397,8 @@ extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
-extern bool inbox_consumers_is_plain(Relation rel);
+extern bool inbox_consumers_is_plain(Relation rel,
+									 const InboxObjects *objects);
 extern bool inbox_row_security_applies(Relation rel);
 extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
 extern Relation inbox_open_state_index(Relation heap,

@@ -37,6 +37,14 @@
  * inbox_index_is whether the tables and their indexes are still as
  * inbox.sql created them, and take the SQL way when they are not.
  *
+ * Citus: a table Citus manages (distributed, reference, or a Citus local
+ * table) keeps its rows in shards, and the table itself is an empty shell,
+ * on the coordinator and on every worker that has the metadata; Citus's
+ * planner sends every statement on it to the shards.  A fast path on the
+ * shell would read and write rows nobody else sees.  So the lookup also
+ * asks Citus's own table of the relations it manages (managed_by_citus),
+ * and neither table is plain while Citus manages it.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -69,6 +77,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
@@ -137,6 +146,7 @@ static InboxIndexHolds index_holds_compute(Oid index_oid,
 static InboxIndexHolds index_holds(Oid index_oid, const InboxObjects *objects,
 								   Oid state);
 static bool indexes_are_ours(Relation heap, const InboxObjects *objects);
+static bool managed_by_citus(Oid relation);
 static void objects_lookup(void);
 static Oid	objects_extension_schema(Oid *extension);
 
@@ -449,7 +459,84 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
 		a->token_sequence_oid == b->token_sequence_oid &&
 		a->consumers_oid == b->consumers_oid &&
 		a->consumers_key_oid == b->consumers_key_oid &&
+		a->table_in_citus == b->table_in_citus &&
+		a->consumers_in_citus == b->consumers_in_citus &&
 		strcmp(NameStr(a->schema_name), NameStr(b->schema_name)) == 0;
+}
+
+/*
+ * managed_by_citus
+ *		Does Citus manage this relation: a distributed table, a reference
+ *		table or a Citus local table?  Then its rows are in shards, and the
+ *		relation is a shell that only Citus's planner may read or write.
+ *
+ * Citus records each such relation in its table pg_catalog.pg_dist_partition
+ * (a table of Citus's, not a catalog of PostgreSQL's; it has no syscache),
+ * found here by name: the extension neither links against Citus nor needs
+ * it installed.  Without that table the answer is no, for the cost of one
+ * syscache lookup per rebuild of the cache.  Anything of that name other
+ * than a table with Citus's column answers yes: it cannot be told apart
+ * from a Citus we do not know, and the answer yes only makes the fast
+ * paths decline.
+ *
+ * The rows are read with the latest snapshot, not the caller's: the answer
+ * is cached until the next invalidation of the relation, so it must be
+ * what is committed now.  Citus sends a relcache invalidation of the
+ * relation whenever it adds or deletes its row (create_distributed_table,
+ * create_reference_table, undistribute_table, and the metadata it syncs
+ * to the workers), which empties the cache (objects_invalidate); taking
+ * the inbox table's lock, as every call does, absorbs it.
+ */
+static bool
+managed_by_citus(Oid relation)
+{
+	Oid			citus_tables;
+	Relation	rel;
+	TupleDesc	desc;
+	AttrNumber	column = InvalidAttrNumber;
+	ScanKeyData key;
+	SysScanDesc scan;
+	Snapshot	snapshot;
+	bool		found;
+
+	if (!OidIsValid(relation))
+		return false;
+	citus_tables = get_relname_relid(INBOX_CITUS_TABLES_NAME,
+									 PG_CATALOG_NAMESPACE);
+	if (!OidIsValid(citus_tables))
+		return false;
+	if (get_rel_relkind(citus_tables) != RELKIND_RELATION)
+		return true;
+	rel = try_table_open(citus_tables, AccessShareLock);
+	if (rel == NULL)
+		return false;
+
+	desc = RelationGetDescr(rel);
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+
+		if (!attr->attisdropped &&
+			(attr->atttypid == REGCLASSOID || attr->atttypid == OIDOID) &&
+			strcmp(NameStr(attr->attname), INBOX_CITUS_RELATION_COLUMN) == 0)
+			column = attr->attnum;
+	}
+	if (column == InvalidAttrNumber)
+	{
+		table_close(rel, AccessShareLock);
+		return true;
+	}
+
+	/* A few rows, one per table Citus manages: no index needed. */
+	ScanKeyInit(&key, column, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relation));
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
+	return found;
 }
 
 /*
@@ -542,6 +629,10 @@ objects_lookup(void)
 	found.consumers_key_oid = index_of_table(INBOX_CONSUMERS_KEY_NAME, schema,
 											 found.consumers_oid);
 
+	/* Whether their rows are here at all, or in Citus's shards. */
+	found.table_in_citus = managed_by_citus(table);
+	found.consumers_in_citus = managed_by_citus(found.consumers_oid);
+
 	/*
 	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the objects as
 	 * they were; only a real change starts a new generation, so that plans
@@ -594,15 +685,19 @@ inbox_open_table(LOCKMODE lockmode, InboxObjects *objects)
  * inbox_table_is_plain
  *		Is the table exactly as inbox.sql created it, with nothing an INSERT
  *		or DELETE would have to run besides changing the row and its index
- *		entries?  The paths that write without SQL (marker.c, prune.c)
- *		apply only then.
+ *		entries, and its rows in its own heap?  The paths that write without
+ *		SQL (marker.c, twophase_fast.c, prune.c) apply only then.
+ *
+ * Not while Citus manages the table: the heap here is a shell, and the
+ * rows are in shards that only Citus's planner finds.
  */
 bool
 inbox_table_is_plain(Relation heap, const InboxObjects *objects)
 {
 	TupleDesc	desc = RelationGetDescr(heap);
 
-	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+	if (objects->table_in_citus ||
+		heap->rd_rel->relkind != RELKIND_RELATION ||
 		heap->rd_rel->relispartition ||
 		heap->trigdesc != NULL ||
 		heap->rd_rules != NULL ||
@@ -630,18 +725,21 @@ inbox_table_is_plain(Relation heap, const InboxObjects *objects)
 
 /*
  * inbox_consumers_is_plain
- *		Is inbox_consumers as inbox.sql created it, so that the two-phase
- *		fast path may read a consumer's lease from its tuples?  Only the
- *		columns it reads are checked: its CHECK constraints guard writes.
+ *		Is inbox_consumers as inbox.sql created it, with its rows in its own
+ *		heap, so that the two-phase fast path may read a consumer's lease
+ *		from its tuples?  Only the columns it reads are checked: its CHECK
+ *		constraints guard writes.  Not while Citus manages it (a reference
+ *		table, say): its rows are then in shards.
  */
 bool
-inbox_consumers_is_plain(Relation rel)
+inbox_consumers_is_plain(Relation rel, const InboxObjects *objects)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	Form_pg_attribute consumer = TupleDescAttr(desc, INBOX_CONSUMERS_ATT_CONSUMER - 1);
 	Form_pg_attribute lease;
 
-	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+	if (objects->consumers_in_citus ||
+		rel->rd_rel->relkind != RELKIND_RELATION ||
 		desc->natts != INBOX_CONSUMERS_NATTS)
 		return false;
 	lease = TupleDescAttr(desc, INBOX_CONSUMERS_ATT_LEASE - 1);

@@ -127,7 +127,7 @@ consumer_lease(const InboxObjects *objects, text *consumer,
 	rel = try_table_open(objects->consumers_oid, AccessShareLock);
 	if (rel == NULL)
 		return false;
-	if (!inbox_consumers_is_plain(rel) || inbox_row_security_applies(rel))
+	if (!inbox_consumers_is_plain(rel, objects) || inbox_row_security_applies(rel))
 	{
 		table_close(rel, NoLock);
 		return false;
