@@ -1,0 +1,399 @@
+#!/usr/bin/python3
+"""e2e/chaos.py: runs the producer and the consumers, and the faults.
+
+Starts the producer and the consumer processes (credit-1..., notify-1...;
+the odd-numbered ones connect through PgBouncer, the others directly),
+then works through a schedule of faults drawn from E2E_SEED:
+
+  kill      arms a consumer to SIGKILL itself at one exact step of its next
+            message: credit between claim and commit, between commit and
+            ack; notify before the service call, during it, after it
+            (before the complete), after the complete (before the ack);
+  random    kill -9 of a consumer at whatever it is doing;
+  pause     arms a notify consumer to SIGSTOP itself before the call or
+            before the complete, and sends SIGCONT seconds later: its lease
+            has run out, the broker has dropped its connection, another
+            consumer has taken the message over; it wakes up a stale owner;
+  backend   pg_terminate_backend of a consumer's backend;
+  pg-crash  PostgreSQL stopped in immediate mode (a crash: no checkpoint,
+            recovery from WAL at the next start), then started;
+  broker    RabbitMQ stopped and started.
+
+A consumer that dies is started again at once.  The run ends when the
+producer is done, every fault has happened and the queues are drained
+(seen empty twice in a row), or at the deadline.  Then the consumers are
+stopped and WORK/chaos.json says what happened, for verify.py.
+
+Usage: chaos.py   (settings from the environment, see e2e/run)
+"""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+
+import e2elib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON = sys.executable
+PGDATA = os.environ["E2E_PGDATA"]
+PG_BIN = os.environ["E2E_PG_BIN"]
+PG_LOG = os.environ["E2E_PG_LOG"]
+CREDIT_CONSUMERS = int(os.environ.get("E2E_CREDIT_CONSUMERS", "4"))
+NOTIFY_CONSUMERS = int(os.environ.get("E2E_NOTIFY_CONSUMERS", "3"))
+PUBLISH_SECONDS = float(os.environ["E2E_PUBLISH_SECONDS"])
+# After the last publish, how long the consumers may take to drain the
+# queues before the run is declared stuck.
+DRAIN_LIMIT = float(os.environ.get("E2E_DRAIN_LIMIT", "90"))
+SOAK = os.environ.get("E2E_SOAK", "") not in ("", "0")
+
+PAUSE_SECONDS = 8       # > the heartbeat timeout + the lease + a delay
+ARM_TIMEOUT = 10        # an armed consumer that got no message by then is disarmed
+POINTS = {
+    "credit": ("before-commit", "after-commit"),
+    "notify": ("before-call", "during-call", "after-call", "after-complete"),
+}
+PAUSE_POINTS = ("before-call", "after-call")
+
+
+def say(text):
+    print(text, flush=True)
+
+
+class Slot:
+    """One consumer process, restarted under the same name when it dies."""
+
+    def __init__(self, kind, number):
+        self.kind = kind
+        self.name = f"{kind}-{number}"
+        self.dsn = e2elib.BOUNCER_DSN if number % 2 else e2elib.PG_DSN
+        self.proc = None
+        self.armed = None       # (action, point, since) while armed
+        self.paused_at = None   # when it was seen stopped
+        self.paused_point = None
+        self.killed = False     # SIGKILL sent by the driver itself
+
+    def start(self):
+        err = open(f"{e2elib.WORK}/log/{self.name}.err", "a")
+        # SIGUSR1 blocked until the consumer has its handler (e2elib's
+        # ChaosPoints): an arm sent during its start-up waits, rather than
+        # killing it (the default action).
+        self.proc = subprocess.Popen(
+            [PYTHON, f"{HERE}/{self.kind}.py", self.name, self.dsn],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}))
+        err.close()
+        # e2e/run's cleanup kills what these files name.
+        with open(f"{e2elib.WORK}/pids/{self.name}", "w") as f:
+            f.write(f"{self.proc.pid}\n")
+        self.armed = None
+        self.paused_at = None
+        self.killed = False
+
+    def idle(self):
+        return self.proc.poll() is None and self.armed is None and self.paused_at is None
+
+    def stopped(self):
+        """Whether the process is stopped (SIGSTOP): state T in /proc."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "T"
+        except (FileNotFoundError, IndexError):
+            return False
+
+    def arm(self, action, point):
+        path = f"{e2elib.WORK}/arm/{self.name}"
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{action} {point}\n" if action else "")
+        os.rename(path + ".tmp", path)
+        self.proc.send_signal(signal.SIGUSR1)
+        self.armed = (action, point, time.monotonic()) if action else None
+
+    def last_event(self):
+        """The last line of this consumer's event log, split."""
+        events = e2elib.read_events(self.name)
+        return events[-1] if events else []
+
+
+class Driver:
+    def __init__(self):
+        self.rng = random.Random(f"{e2elib.SEED}-chaos")
+        self.started = time.monotonic()
+        self.slots = ([Slot("credit", i) for i in range(1, CREDIT_CONSUMERS + 1)]
+                      + [Slot("notify", i) for i in range(1, NOTIFY_CONSUMERS + 1)])
+        self.counts = {}
+        self.unplanned = []     # (name, exit status, last lines of stderr)
+        self.db = None
+        self.producer = None
+        self.next_progress = 0
+
+    def count(self, what):
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    def elapsed(self):
+        return time.monotonic() - self.started
+
+    # --- the schedule ---------------------------------------------------------
+
+    def schedule(self):
+        """[(seconds from start, fault, argument)], sorted: each kind of
+        fault at least once, the rest spread over the publishing window."""
+        window = PUBLISH_SECONDS
+        scale = max(1.0, window / 40)
+        faults = []
+        for point in POINTS["credit"]:
+            faults += [("kill", ("credit", point))] * round(3 * scale)
+        for point in POINTS["notify"]:
+            faults += [("kill", ("notify", point))] * round(2 * scale)
+        for point in PAUSE_POINTS:
+            faults += [("pause", ("notify", point))] * round(2 * scale)
+        faults += [("random", None)] * round(6 * scale)
+        faults += [("backend", None)] * round(5 * scale)
+        timed = [(self.rng.uniform(2, window), f, a) for f, a in faults]
+        # One crash and one broker restart (more in a soak), apart from each
+        # other and from the ends of the window, so that traffic flows
+        # before and after.
+        crashes = 1 + (int(window // 120) if SOAK else 0)
+        for i in range(crashes):
+            span = window / crashes
+            timed.append((span * i + self.rng.uniform(0.25, 0.45) * span, "pg-crash", None))
+            timed.append((span * i + self.rng.uniform(0.55, 0.75) * span, "broker", None))
+        return sorted(timed, key=lambda t: t[0])
+
+    # --- the faults -------------------------------------------------------------
+
+    def pick(self, kind=None):
+        idle = [s for s in self.slots if s.idle() and (kind is None or s.kind == kind)]
+        return self.rng.choice(idle) if idle else None
+
+    def fault(self, fault, argument):
+        """Does one fault; returns False to be tried again later."""
+        if fault in ("kill", "pause"):
+            kind, point = argument
+            slot = self.pick(kind)
+            if slot is None:
+                return False
+            slot.arm(fault, point)
+        elif fault == "random":
+            slot = self.pick()
+            if slot is None:
+                return False
+            slot.killed = True
+            slot.proc.send_signal(signal.SIGKILL)
+        elif fault == "backend":
+            return self.terminate_backend()
+        elif fault == "pg-crash":
+            say(f"  {self.elapsed():5.1f}s  PostgreSQL: immediate stop (a crash), then start")
+            run([f"{PG_BIN}/pg_ctl", "-D", PGDATA, "-m", "immediate", "-w", "stop"])
+            run([f"{PG_BIN}/pg_ctl", "-D", PGDATA, "-l", PG_LOG, "-w", "start"])
+            self.db = None
+            self.count("pg-crash")
+            say(f"  {self.elapsed():5.1f}s  PostgreSQL: up again")
+        elif fault == "broker":
+            say(f"  {self.elapsed():5.1f}s  RabbitMQ: stop, then start")
+            run([f"{HERE}/broker", "stop"])
+            run([f"{HERE}/broker", "start"])
+            self.count("broker-restart")
+            say(f"  {self.elapsed():5.1f}s  RabbitMQ: up again")
+        return True
+
+    def terminate_backend(self):
+        """Terminates one consumer's backend: its transaction is rolled back
+        and its connection (or PgBouncer's server connection) dies."""
+        try:
+            db = self.connection()
+            pids = [r[0] for r in db.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                " ORDER BY pid").fetchall()]
+            if not pids:
+                return False
+            db.execute("SELECT pg_terminate_backend(%s)", (self.rng.choice(pids),))
+        except psycopg.Error:
+            self.db = None
+            return False
+        self.count("backend")
+        return True
+
+    def connection(self):
+        if self.db is None or self.db.closed:
+            self.db = psycopg.connect(e2elib.PG_DSN, autocommit=True, connect_timeout=5)
+        return self.db
+
+    # --- watching the consumers ---------------------------------------------------
+
+    def watch(self, stopping=False):
+        """Restarts dead consumers, counting how each died; resumes paused
+        ones; disarms consumers that got no message in time."""
+        now = time.monotonic()
+        for slot in self.slots:
+            status = slot.proc.poll()
+            if status is not None:
+                last = slot.last_event()
+                if slot.killed:
+                    self.count("kill random")
+                elif status == -signal.SIGKILL and last[:1] == ["kill"]:
+                    self.count(f"kill {slot.kind} {last[1]}")
+                else:
+                    self.unplanned.append((slot.name, status, tail(f"{e2elib.WORK}/log/{slot.name}.err")))
+                    self.count("unplanned exit")
+                if not stopping:
+                    slot.start()
+                continue
+            if slot.paused_at is None and slot.stopped():
+                slot.paused_at = now
+                slot.armed = None
+                last = slot.last_event()
+                slot.paused_point = last[1] if last[:1] == ["pause"] else "?"
+            elif slot.paused_at is not None and now - slot.paused_at >= PAUSE_SECONDS:
+                slot.proc.send_signal(signal.SIGCONT)
+                slot.paused_at = None
+                self.count(f"pause {slot.kind} {slot.paused_point}")
+            elif slot.armed and now - slot.armed[2] > ARM_TIMEOUT:
+                slot.arm(None, None)
+                self.count("disarmed (no message in time)")
+
+    def progress(self, force=False):
+        if not force and time.monotonic() < self.next_progress:
+            return
+        self.next_progress = time.monotonic() + 5
+        try:
+            with open(f"{e2elib.WORK}/producer.progress") as f:
+                published, total = f.read().split()
+        except (FileNotFoundError, ValueError):
+            published, total = 0, "?"
+        try:
+            credited, notified = self.connection().execute(
+                "SELECT (SELECT count(*) FROM ledger),"
+                " (SELECT count(*) FROM inbox.inbox WHERE consumer = 'notify' AND state = 'processed')"
+            ).fetchone()
+        except psycopg.Error:
+            self.db = None
+            credited = notified = "?"
+        kills = sum(n for k, n in self.counts.items() if k.startswith("kill"))
+        pauses = sum(n for k, n in self.counts.items() if k.startswith("pause"))
+        say(f"  {self.elapsed():5.1f}s  published {published}/{total}"
+            f"  credited {credited}/{e2elib.MESSAGES}  notified {notified}/{e2elib.MESSAGES_2PC}"
+            f"  kills {kills}  pauses {pauses}  backends {self.counts.get('backend', 0)}"
+            f"  crashes {self.counts.get('pg-crash', 0)}  broker restarts {self.counts.get('broker-restart', 0)}")
+
+    # --- the run ------------------------------------------------------------------
+
+    def run(self):
+        for d in ("log", "arm", "pids"):
+            os.makedirs(f"{e2elib.WORK}/{d}", exist_ok=True)
+        faults = self.schedule()
+        say(f"  {len(faults)} faults over {PUBLISH_SECONDS:.0f} s, seed {e2elib.SEED}")
+        self.producer = subprocess.Popen(
+            [PYTHON, f"{HERE}/producer.py", str(PUBLISH_SECONDS)],
+            stdin=subprocess.DEVNULL, stderr=open(f"{e2elib.WORK}/log/producer.err", "a"))
+        with open(f"{e2elib.WORK}/pids/producer", "w") as f:
+            f.write(f"{self.producer.pid}\n")
+        for slot in self.slots:
+            slot.start()
+
+        # The faults, in order, while watching the consumers.
+        while faults:
+            self.watch()
+            self.progress()
+            at, fault, argument = faults[0]
+            if self.elapsed() >= at:
+                faults.pop(0)
+                if not self.fault(fault, argument):
+                    # No consumer free for it now: a little later.
+                    faults.insert(0, (self.elapsed() + 0.5, fault, argument))
+                    faults.sort(key=lambda t: t[0])
+            time.sleep(0.05)
+
+        # Every pause resumed, every arm used or withdrawn, the producer done.
+        while (any(s.armed or s.paused_at for s in self.slots)
+               or self.producer.poll() is None):
+            self.watch()
+            self.progress()
+            time.sleep(0.05)
+        producer_status = self.producer.returncode
+        say(f"  {self.elapsed():5.1f}s  faults done, producer exited ({producer_status}); draining")
+
+        # Drained: every queue empty (ready and unacked) twice in a row.
+        deadline = time.monotonic() + DRAIN_LIMIT
+        empty_in_a_row = 0
+        queues = {}
+        while empty_in_a_row < 2 and time.monotonic() < deadline:
+            self.watch()
+            self.progress()
+            queues = broker_queues()
+            empty_in_a_row = empty_in_a_row + 1 if queues and not any(queues.values()) else 0
+        drained = empty_in_a_row >= 2
+        self.progress(force=True)
+        say(f"  {self.elapsed():5.1f}s  " + ("queues drained" if drained else
+                                             f"NOT drained by the deadline: {queues}"))
+        self.stop()
+        with open(f"{e2elib.WORK}/chaos.json", "w") as f:
+            json.dump({
+                "seed": e2elib.SEED,
+                "counts": self.counts,
+                "unplanned": self.unplanned,
+                "producer_status": producer_status,
+                "drained": drained,
+                "queues": queues,
+                "seconds": round(self.elapsed(), 1),
+            }, f, indent=1)
+
+    def stop(self):
+        for slot in self.slots:
+            if slot.proc and slot.proc.poll() is None:
+                slot.proc.send_signal(signal.SIGCONT)
+                slot.proc.terminate()
+        for slot in self.slots:
+            if slot.proc:
+                slot.proc.wait()
+        if self.producer and self.producer.poll() is None:
+            self.producer.kill()
+            self.producer.wait()
+
+
+def run(command):
+    subprocess.run(command, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def broker_queues():
+    """{queue: messages ready + unacked}, or {} if the broker did not answer."""
+    result = subprocess.run([f"{HERE}/broker", "queues"], capture_output=True, text=True)
+    if result.returncode != 0:
+        return {}
+    queues = {}
+    for line in result.stdout.splitlines():
+        name, messages = line.split()
+        queues[name] = int(messages)
+    return queues
+
+
+def tail(path, lines=5):
+    try:
+        with open(path) as f:
+            return f.read().splitlines()[-lines:]
+    except FileNotFoundError:
+        return []
+
+
+def main():
+    driver = Driver()
+    # Interrupted (e2e/run's cleanup, Ctrl-C): take the consumers along.
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    try:
+        driver.run()
+    finally:
+        for slot in driver.slots:
+            if slot.proc and slot.proc.poll() is None:
+                slot.proc.kill()
+        if driver.producer and driver.producer.poll() is None:
+            driver.producer.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""e2e/producer.py: publishes the run's messages, paced over its window.
+
+Every message is persistent, goes to a durable queue, and carries a
+message_id (the id consumers claim).  Publisher confirms: a publish counts
+only once the broker confirmed it.  One message in twenty is published a
+second time, later, as a producer retries a send whose confirm it never
+got; and when the broker goes away mid-publish (the chaos driver restarts
+it), the unconfirmed message is published again after reconnecting, which
+may duplicate it for real.
+
+The messages come from e2elib (the seed), so verify.py knows what was
+published without being told.  Progress goes to WORK/producer.progress
+("published TOTAL"), read by the chaos driver.
+
+Usage: producer.py SECONDS   (publish everything over about SECONDS)
+"""
+
+import json
+import random
+import sys
+import time
+
+import pika
+
+import e2elib
+
+
+def publish_order():
+    """[(queue, message_id, body)] in publishing order: both kinds mixed,
+    and the duplicates a few hundred messages after their first copy."""
+    rng = random.Random(f"{e2elib.SEED}-producer")
+    items = [(e2elib.CREDIT_QUEUE, mid, json.dumps({"account": account, "amount": amount}))
+             for mid, account, amount in e2elib.credit_messages()]
+    items += [(e2elib.NOTIFY_QUEUE, mid, json.dumps({"to": f"user-{mid[-4:]}"}))
+              for mid in e2elib.notify_messages()]
+    rng.shuffle(items)
+    order = []
+    later = []                              # (position, item): duplicates to come
+    for i, item in enumerate(items):
+        order.append(item)
+        if rng.random() < e2elib.DUPLICATE_SHARE:
+            later.append((i + rng.randint(1, 500), item))
+        later.sort(key=lambda p: p[0])
+        while later and later[0][0] <= i:
+            order.append(later.pop(0)[1])
+    order.extend(item for _, item in later)
+    return order
+
+
+class Publisher:
+    def __init__(self, log):
+        self.log = log
+        self.connection = None
+        self.channel = None
+
+    def connect(self):
+        self.connection = e2elib.amqp_connect()
+        self.channel = self.connection.channel()
+        e2elib.declare_queues(self.channel)
+        self.channel.confirm_delivery()     # basic_publish waits for the confirm
+
+    def publish(self, queue, message_id, body):
+        """Publishes until the broker confirms; retries over a broker restart."""
+        while True:
+            try:
+                if self.channel is None:
+                    self.connect()
+                self.channel.basic_publish(
+                    "", queue, body,
+                    pika.BasicProperties(message_id=message_id, delivery_mode=2,
+                                         content_type="application/json"),
+                    mandatory=True)
+                return
+            except e2elib.AMQP_LOST as e:
+                # The confirm never came: the broker may have the message or
+                # not.  Send it again: a duplicate at worst, which the
+                # consumers are there to absorb.
+                self.log("retry", message_id, type(e).__name__)
+                self.channel = None
+
+
+def main():
+    seconds = float(sys.argv[1])
+    log = e2elib.EventLog("producer")
+    order = publish_order()
+    log("start", len(order))
+    publisher = Publisher(log)
+    rate = len(order) / seconds
+    started = time.monotonic()
+    for i, (queue, message_id, body) in enumerate(order):
+        # Paced: message i goes out at i / rate seconds, so the chaos
+        # driver's faults land while traffic flows.
+        ahead = started + i / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+        publisher.publish(queue, message_id, body)
+        if i % 200 == 0:
+            with open(f"{e2elib.WORK}/producer.progress", "w") as f:
+                f.write(f"{i + 1} {len(order)}\n")
+    with open(f"{e2elib.WORK}/producer.progress", "w") as f:
+        f.write(f"{len(order)} {len(order)}\n")
+    log("done", len(order))
+    publisher.connection.close()
+
+
+if __name__ == "__main__":
+    main()
