@@ -11,13 +11,17 @@ then works through a schedule of faults drawn from E2E_SEED:
             (before the complete), after the complete (before the ack);
   random    kill -9 of a consumer at whatever it is doing;
   pause     arms a notify consumer to SIGSTOP itself before the call or
-            before the complete, and sends SIGCONT seconds later: its lease
-            has run out, the broker has dropped its connection, another
-            consumer has taken the message over; it wakes up a stale owner;
+            before the complete, and sends SIGCONT once another consumer
+            has taken the message over and completed it (its lease ran out,
+            the broker dropped the frozen consumer's connection and
+            delivered the message again): it wakes up a stale owner;
   backend   pg_terminate_backend of a consumer's backend;
   pg-crash  PostgreSQL stopped in immediate mode (a crash: no checkpoint,
             recovery from WAL at the next start), then started;
-  broker    RabbitMQ stopped and started.
+  broker    the RabbitMQ application stopped and started in its running
+            node (every connection dropped, the queues recovered from
+            disk); in a soak, every other time, the node killed with
+            SIGKILL and booted instead.
 
 A consumer that dies is started again at once.  The run ends when the
 producer is done, every fault has happened and the queues are drained
@@ -52,7 +56,10 @@ PUBLISH_SECONDS = float(os.environ["E2E_PUBLISH_SECONDS"])
 DRAIN_LIMIT = float(os.environ.get("E2E_DRAIN_LIMIT", "90"))
 SOAK = os.environ.get("E2E_SOAK", "") not in ("", "0")
 
-PAUSE_SECONDS = 8       # > the heartbeat timeout + the lease + a delay
+# A frozen owner is woken once another consumer has taken its message
+# over and completed it (then its call must be refused, its complete
+# false), or after PAUSE_LIMIT seconds in any case.
+PAUSE_LIMIT = 30
 ARM_TIMEOUT = 10        # an armed consumer that got no message by then is disarmed
 POINTS = {
     "credit": ("before-commit", "after-commit"),
@@ -76,6 +83,7 @@ class Slot:
         self.armed = None       # (action, point, since) while armed
         self.paused_at = None   # when it was seen stopped
         self.paused_point = None
+        self.paused_claim = None    # (message_id, token) it holds, frozen
         self.killed = False     # SIGKILL sent by the driver itself
 
     def start(self):
@@ -131,6 +139,7 @@ class Driver:
         self.db = None
         self.producer = None
         self.next_progress = 0
+        self.next_takeover_check = 0
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -162,7 +171,8 @@ class Driver:
         for i in range(crashes):
             span = window / crashes
             timed.append((span * i + self.rng.uniform(0.25, 0.45) * span, "pg-crash", None))
-            timed.append((span * i + self.rng.uniform(0.55, 0.75) * span, "broker", None))
+            timed.append((span * i + self.rng.uniform(0.55, 0.75) * span, "broker",
+                          "crash" if SOAK and i % 2 == 0 else "restart"))
         return sorted(timed, key=lambda t: t[0])
 
     # --- the faults -------------------------------------------------------------
@@ -194,11 +204,16 @@ class Driver:
             self.db = None
             self.count("pg-crash")
             say(f"  {self.elapsed():5.1f}s  PostgreSQL: up again")
-        elif fault == "broker":
-            say(f"  {self.elapsed():5.1f}s  RabbitMQ: stop, then start")
-            run([f"{HERE}/broker", "stop"])
-            run([f"{HERE}/broker", "start"])
+        elif fault == "broker" and argument == "restart":
+            say(f"  {self.elapsed():5.1f}s  RabbitMQ: application stopped, then started")
+            run([f"{HERE}/broker", "restart"])
             self.count("broker-restart")
+            say(f"  {self.elapsed():5.1f}s  RabbitMQ: up again")
+        elif fault == "broker":
+            say(f"  {self.elapsed():5.1f}s  RabbitMQ: node killed (SIGKILL), then booted")
+            run([f"{HERE}/broker", "kill"])
+            run([f"{HERE}/broker", "start"])
+            self.count("broker-crash")
             say(f"  {self.elapsed():5.1f}s  RabbitMQ: up again")
         return True
 
@@ -248,15 +263,30 @@ class Driver:
             if slot.paused_at is None and slot.stopped():
                 slot.paused_at = now
                 slot.armed = None
-                last = slot.last_event()
-                slot.paused_point = last[1] if last[:1] == ["pause"] else "?"
-            elif slot.paused_at is not None and now - slot.paused_at >= PAUSE_SECONDS:
+                slot.paused_point, slot.paused_claim = paused_where(e2elib.read_events(slot.name))
+            elif slot.paused_at is not None and (now - slot.paused_at >= PAUSE_LIMIT
+                                                 or self.taken_over(slot.paused_claim)):
                 slot.proc.send_signal(signal.SIGCONT)
                 slot.paused_at = None
                 self.count(f"pause {slot.kind} {slot.paused_point}")
             elif slot.armed and now - slot.armed[2] > ARM_TIMEOUT:
                 slot.arm(None, None)
                 self.count("disarmed (no message in time)")
+
+    def taken_over(self, claim):
+        """Whether another owner completed the message CLAIM (message_id,
+        token) names, with a later token.  Asked at most twice a second."""
+        if claim is None or time.monotonic() < self.next_takeover_check:
+            return False
+        self.next_takeover_check = time.monotonic() + 0.5
+        try:
+            row = self.connection().execute(
+                "SELECT state::text, token FROM inbox.inbox"
+                " WHERE message_id = %s AND consumer = 'notify'", (claim[0],)).fetchone()
+        except psycopg.Error:
+            self.db = None      # down (the crash): ask again later
+            return False
+        return row is not None and row[0] == "processed" and row[1] > claim[1]
 
     def progress(self, force=False):
         if not force and time.monotonic() < self.next_progress:
@@ -280,7 +310,8 @@ class Driver:
         say(f"  {self.elapsed():5.1f}s  published {published}/{total}"
             f"  credited {credited}/{e2elib.MESSAGES}  notified {notified}/{e2elib.MESSAGES_2PC}"
             f"  kills {kills}  pauses {pauses}  backends {self.counts.get('backend', 0)}"
-            f"  crashes {self.counts.get('pg-crash', 0)}  broker restarts {self.counts.get('broker-restart', 0)}")
+            f"  crashes {self.counts.get('pg-crash', 0)}"
+            f"  broker restarts {self.counts.get('broker-restart', 0) + self.counts.get('broker-crash', 0)}")
 
     # --- the run ------------------------------------------------------------------
 
@@ -355,6 +386,18 @@ class Driver:
         if self.producer and self.producer.poll() is None:
             self.producer.kill()
             self.producer.wait()
+
+
+def paused_where(events):
+    """(point, (message_id, token)) for a consumer that froze itself: the
+    point from its last event ("pause POINT"), the claim from the last
+    begin before it ("begin ID OUTCOME TOKEN")."""
+    if not events or events[-1][0] != "pause":
+        return "?", None
+    for e in reversed(events):
+        if e[0] == "begin" and e[3] != "None":
+            return events[-1][1], (e[1], int(e[3]))
+    return events[-1][1], None
 
 
 def run(command):

@@ -134,8 +134,9 @@ def main():
     verdict.check("producer failed",
                   [f"exit status {chaos['producer_status']}"] if chaos["producer_status"] != 0 else [])
 
-    producer = Counter(e[0] for e in e2elib.read_events("producer"))
-    published = int(next((e[1] for e in e2elib.read_events("producer") if e[0] == "start"), 0))
+    producer = e2elib.read_events("producer")
+    published = int(next((e[1] for e in producer if e[0] == "start"), 0))
+    retried = sum(int(e[1]) for e in producer if e[0] == "retry")
     counts = chaos["counts"]
     kills = sorted((k[5:], v) for k, v in counts.items() if k.startswith("kill "))
     pauses = sorted((k[6:], v) for k, v in counts.items() if k.startswith("pause "))
@@ -158,7 +159,7 @@ def main():
         f"| messages published, one-phase (credit) | {len(credits)} |",
         f"| messages published, two-phase (notify) | {len(notifies)} |",
         f"| publishes in all (some twice on purpose) | {published} |",
-        f"| publishes repeated after a lost confirm | {producer['retry']} |",
+        f"| publishes repeated (no commit-ok before the broker went away) | {retried} |",
         f"| deliveries, credit | {c['deliver']} |",
         f"| redeliveries, credit (broker's flag) | {redelivered} |",
         f"| duplicates caught, credit (claim false) | {c['duplicate']} |",
@@ -179,7 +180,8 @@ def main():
         f"| pauses past the lease | {', '.join(f'{k} {v}' for k, v in pauses) or 0} |",
         f"| backends terminated | {counts.get('backend', 0)} |",
         f"| PostgreSQL crashes (immediate stop) | {counts.get('pg-crash', 0)} |",
-        f"| RabbitMQ restarts | {counts.get('broker-restart', 0)} |",
+        f"| RabbitMQ restarts (application), crashes (node killed) | "
+        f"{counts.get('broker-restart', 0)}, {counts.get('broker-crash', 0)} |",
         f"| unplanned consumer exits | {counts.get('unplanned exit', 0)} |",
         f"| violations | {nviol} |",
         "",
