@@ -185,6 +185,11 @@ class Driver:
         """Does one fault; returns False to be tried again later."""
         if fault in ("kill", "pause"):
             kind, point = argument
+            if fault == "pause" and any(s.paused_at or (s.armed and s.armed[0] == "pause")
+                                        for s in self.slots):
+                # One frozen owner at a time: the others must be free to
+                # take its message over, which is what wakes it.
+                return False
             slot = self.pick(kind)
             if slot is None:
                 return False
@@ -427,7 +432,8 @@ def tail(path, lines=5):
 def main():
     driver = Driver()
     # Interrupted (e2e/run's cleanup, Ctrl-C): take the consumers along.
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(130))
+    signal.signal(signal.SIGINT, lambda *a: sys.exit(130))
     try:
         driver.run()
     finally:

@@ -17,6 +17,7 @@ Usage: producer.py SECONDS   (publish everything over about SECONDS)
 """
 
 import json
+import os
 import random
 import sys
 import time
@@ -103,8 +104,10 @@ def main():
         if ahead > 0:
             time.sleep(ahead)
         publisher.publish(order[i:i + Publisher.BATCH])
-        with open(f"{e2elib.WORK}/producer.progress", "w") as f:
+        # Written aside and renamed: the chaos driver never reads it half done.
+        with open(f"{e2elib.WORK}/producer.progress.tmp", "w") as f:
             f.write(f"{min(i + Publisher.BATCH, len(order))} {len(order)}\n")
+        os.rename(f"{e2elib.WORK}/producer.progress.tmp", f"{e2elib.WORK}/producer.progress")
     log("done", len(order))
     publisher.connection.close()
 

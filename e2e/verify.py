@@ -123,6 +123,9 @@ def main():
                   (f"{e[1]} token {e[2]} (last {markers.get(e[1], (None, None))[1]})"
                    for e in completes if e[3] == "1" and int(e[2]) != markers.get(e[1], (None, None))[1]))
     stale_completes = sum(1 for e in completes if e[3] == "0")
+    # Counted since the server's last start (the crash resets it).
+    reclaimed = db.execute("SELECT coalesce(sum(reclaimed_total), 0) FROM inbox.inbox_worker_status()"
+                           " WHERE database = current_database()").fetchone()[0]
     refused = sum(k["refused"] for k in keys.values())
     verdict.exercised("a two-phase takeover", begins["taken_over"])
     verdict.exercised("a stale token refused by the service", refused)
@@ -172,6 +175,7 @@ def main():
         f"| service calls applied, replayed, refused (stale token), failed (injected) | "
         f"{sum(k['applied'] for k in keys.values())}, {sum(k['replays'] for k in keys.values())}, "
         f"{refused}, {sum(k['injected'] for k in keys.values())} |",
+        f"| expired leases released by the worker (since the crash) | {reclaimed} |",
         f"| completes true, false (stale owner) | {len(completes) - stale_completes}, {stale_completes} |",
         f"| inbox_fail calls | {n['fail']} |",
         f"| redelivered through the delay queue | {n['redeliver']} |",
