@@ -60,7 +60,11 @@ SOAK = os.environ.get("E2E_SOAK", "") not in ("", "0")
 # over and completed it (then its call must be refused, its complete
 # false), or after PAUSE_LIMIT seconds in any case.
 PAUSE_LIMIT = 30
-ARM_TIMEOUT = 10        # an armed consumer that got no message by then is disarmed
+# An armed consumer that has not reached its point by then (no message
+# came, or it was stalled by another fault) is disarmed, and the fault is
+# done again later, on whichever consumer is free then (while messages are
+# still being published).
+ARM_TIMEOUT = 20
 POINTS = {
     "credit": ("before-commit", "after-commit"),
     "notify": ("before-call", "during-call", "after-call", "after-complete"),
@@ -78,7 +82,8 @@ class Slot:
     def __init__(self, kind, number):
         self.kind = kind
         self.name = f"{kind}-{number}"
-        self.dsn = e2elib.BOUNCER_DSN if number % 2 else e2elib.PG_DSN
+        # application_name: the driver spares a frozen consumer's backend.
+        self.dsn = (e2elib.BOUNCER_DSN if number % 2 else e2elib.PG_DSN) + f" application_name={self.name}"
         self.proc = None
         self.armed = None       # (action, point, since) while armed
         self.paused_at = None   # when it was seen stopped
@@ -140,6 +145,7 @@ class Driver:
         self.producer = None
         self.next_progress = 0
         self.next_takeover_check = 0
+        self.faults = []        # [(seconds from start, fault, argument)], in order
 
     def count(self, what):
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -163,7 +169,11 @@ class Driver:
             faults += [("pause", ("notify", point))] * round(2 * scale)
         faults += [("random", None)] * round(6 * scale)
         faults += [("backend", None)] * round(5 * scale)
-        timed = [(self.rng.uniform(2, window), f, a) for f, a in faults]
+        # Within the first 85% of the window (pauses, which take seconds
+        # each, 70%): an armed consumer needs messages still coming to reach
+        # its point.
+        timed = [(self.rng.uniform(2, (0.7 if f == "pause" else 0.85) * window), f, a)
+                 for f, a in faults]
         # One crash and one broker restart (more in a soak), apart from each
         # other and from the ends of the window, so that traffic flows
         # before and after.
@@ -177,6 +187,27 @@ class Driver:
 
     # --- the faults -------------------------------------------------------------
 
+    def later(self, fault, argument):
+        """Puts FAULT back in the schedule, half a second from now; or,
+        for an armed kill or pause once everything is published, drops it:
+        the consumers may have no message left to be caught in."""
+        if fault in ("kill", "pause") and self.producer.poll() is not None:
+            self.count("skipped (no traffic left)")
+            return
+        self.faults.append((self.elapsed() + 0.5, fault, argument))
+        self.faults.sort(key=lambda t: t[0])
+
+    def outage_over(self):
+        """After a crash or a restart, during which no consumer could reach
+        its point: the armed ones get their full ARM_TIMEOUT again."""
+        for slot in self.slots:
+            if slot.armed:
+                slot.armed = slot.armed[:2] + (time.monotonic(),)
+
+    def freezing(self):
+        """The consumers frozen, or armed to freeze."""
+        return [s for s in self.slots if s.paused_at or (s.armed and s.armed[0] == "pause")]
+
     def pick(self, kind=None):
         idle = [s for s in self.slots if s.idle() and (kind is None or s.kind == kind)]
         return self.rng.choice(idle) if idle else None
@@ -185,10 +216,9 @@ class Driver:
         """Does one fault; returns False to be tried again later."""
         if fault in ("kill", "pause"):
             kind, point = argument
-            if fault == "pause" and any(s.paused_at or (s.armed and s.armed[0] == "pause")
-                                        for s in self.slots):
-                # One frozen owner at a time: the others must be free to
-                # take its message over, which is what wakes it.
+            if fault == "pause" and len(self.freezing()) >= NOTIFY_CONSUMERS - 1:
+                # One notify consumer never frozen: it must be free to take
+                # the frozen ones' messages over, which is what wakes them.
                 return False
             slot = self.pick(kind)
             if slot is None:
@@ -202,22 +232,30 @@ class Driver:
             slot.proc.send_signal(signal.SIGKILL)
         elif fault == "backend":
             return self.terminate_backend()
+        elif fault == "pg-crash" and self.freezing():
+            # Not while an owner is frozen: its connection would die with
+            # the server, and it would wake to an error rather than as the
+            # stale owner it is meant to be.
+            return False
         elif fault == "pg-crash":
             say(f"  {self.elapsed():5.1f}s  PostgreSQL: immediate stop (a crash), then start")
             run([f"{PG_BIN}/pg_ctl", "-D", PGDATA, "-m", "immediate", "-w", "stop"])
             run([f"{PG_BIN}/pg_ctl", "-D", PGDATA, "-l", PG_LOG, "-w", "start"])
             self.db = None
+            self.outage_over()
             self.count("pg-crash")
             say(f"  {self.elapsed():5.1f}s  PostgreSQL: up again")
         elif fault == "broker" and argument == "restart":
             say(f"  {self.elapsed():5.1f}s  RabbitMQ: application stopped, then started")
             run([f"{HERE}/broker", "restart"])
+            self.outage_over()
             self.count("broker-restart")
             say(f"  {self.elapsed():5.1f}s  RabbitMQ: up again")
         elif fault == "broker":
             say(f"  {self.elapsed():5.1f}s  RabbitMQ: node killed (SIGKILL), then booted")
             run([f"{HERE}/broker", "kill"])
             run([f"{HERE}/broker", "start"])
+            self.outage_over()
             self.count("broker-crash")
             say(f"  {self.elapsed():5.1f}s  RabbitMQ: up again")
         return True
@@ -227,10 +265,12 @@ class Driver:
         and its connection (or PgBouncer's server connection) dies."""
         try:
             db = self.connection()
+            # Not a frozen consumer's (see the crash, above).
             pids = [r[0] for r in db.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
                 " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-                " ORDER BY pid").fetchall()]
+                " AND application_name <> ALL (%s) ORDER BY pid",
+                ([s.name for s in self.freezing()],)).fetchall()]
             if not pids:
                 return False
             db.execute("SELECT pg_terminate_backend(%s)", (self.rng.choice(pids),))
@@ -275,8 +315,10 @@ class Driver:
                 slot.paused_at = None
                 self.count(f"pause {slot.kind} {slot.paused_point}")
             elif slot.armed and now - slot.armed[2] > ARM_TIMEOUT:
+                action, point = slot.armed[:2]
                 slot.arm(None, None)
-                self.count("disarmed (no message in time)")
+                self.later(action, (slot.kind, point))
+                self.count("disarmed")
 
     def taken_over(self, claim):
         """Whether another owner completed the message CLAIM (message_id,
@@ -323,8 +365,8 @@ class Driver:
     def run(self):
         for d in ("log", "arm", "pids"):
             os.makedirs(f"{e2elib.WORK}/{d}", exist_ok=True)
-        faults = self.schedule()
-        say(f"  {len(faults)} faults over {PUBLISH_SECONDS:.0f} s, seed {e2elib.SEED}")
+        self.faults = self.schedule()
+        say(f"  {len(self.faults)} faults over {PUBLISH_SECONDS:.0f} s, seed {e2elib.SEED}")
         self.producer = subprocess.Popen(
             [PYTHON, f"{HERE}/producer.py", str(PUBLISH_SECONDS)],
             stdin=subprocess.DEVNULL, stderr=open(f"{e2elib.WORK}/log/producer.err", "a"))
@@ -333,24 +375,24 @@ class Driver:
         for slot in self.slots:
             slot.start()
 
-        # The faults, in order, while watching the consumers.
-        while faults:
+        # The faults, in order, while watching the consumers; then until
+        # every pause is resumed, every arm used, the producer done.
+        give_up = PUBLISH_SECONDS + DRAIN_LIMIT
+        while (self.faults or self.producer.poll() is None
+               or any(s.armed or s.paused_at for s in self.slots)):
             self.watch()
             self.progress()
-            at, fault, argument = faults[0]
-            if self.elapsed() >= at:
-                faults.pop(0)
+            if self.faults and self.elapsed() >= self.faults[0][0]:
+                _, fault, argument = self.faults.pop(0)
                 if not self.fault(fault, argument):
-                    # No consumer free for it now: a little later.
-                    faults.insert(0, (self.elapsed() + 0.5, fault, argument))
-                    faults.sort(key=lambda t: t[0])
-            time.sleep(0.05)
-
-        # Every pause resumed, every arm used or withdrawn, the producer done.
-        while (any(s.armed or s.paused_at for s in self.slots)
-               or self.producer.poll() is None):
-            self.watch()
-            self.progress()
+                    # Not possible now (no consumer free for it, say).
+                    self.later(fault, argument)
+            if self.elapsed() > give_up:
+                # Something is stuck (a producer that cannot publish, say):
+                # stop here; verify.py reports what is left.
+                say(f"  {self.elapsed():5.1f}s  stuck: giving up on {len(self.faults)} faults")
+                self.counts["faults not done"] = len(self.faults)
+                break
             time.sleep(0.05)
         producer_status = self.producer.returncode
         say(f"  {self.elapsed():5.1f}s  faults done, producer exited ({producer_status}); draining")

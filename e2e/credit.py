@@ -72,11 +72,8 @@ def consume(name, dsn, handler, log, chaos):
                 except psycopg.Error as e:
                     # Rolled back (or, if the connection died during COMMIT,
                     # maybe committed: the redelivery's claim will tell).
-                    log("error", message_id, type(e).__name__)
-                    if conn.broken or conn.closed:
-                        # Reconnect before handing the message back, so that
-                        # an outage does not spin it between the consumers.
-                        conn = e2elib.pg_connect(dsn)
+                    log("error", message_id, e.sqlstate or type(e).__name__)
+                    conn = e2elib.pg_usable(conn, dsn)
                     channel.basic_nack(method.delivery_tag, requeue=True)
                     continue
                 log("claimed" if claimed else "duplicate", message_id, int(method.redelivered))

@@ -98,6 +98,25 @@ def pg_connect(dsn):
             time.sleep(0.1)
 
 
+def pg_usable(conn, dsn):
+    """After an error: CONN if it answers, else a new connection, once the
+    server (or PgBouncer's server connection) answers again.  Waiting here,
+    before the message goes back to the broker, keeps an outage from
+    spinning the message between the consumers."""
+    deadline = time.monotonic() + OUTAGE_LIMIT
+    while True:
+        try:
+            if conn.closed:
+                conn = pg_connect(dsn)
+            conn.execute("SELECT 1")
+            return conn
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            conn.close()
+            time.sleep(0.1)
+
+
 def amqp_connect(heartbeat=30):
     """A blocking pika connection to the test's broker, retried while the
     broker restarts.  The heartbeat is how the broker notices a consumer

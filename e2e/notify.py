@@ -159,9 +159,8 @@ def consume(name, dsn, log, chaos):
                     # The database went away (crash, terminated backend) or
                     # refused: whatever was claimed keeps its lease, and the
                     # redelivery's begin says what is left.
-                    log("error", message_id, type(e).__name__)
-                    if db.broken or db.closed:
-                        db = e2elib.pg_connect(dsn)
+                    log("error", message_id, e.sqlstate or type(e).__name__)
+                    db = e2elib.pg_usable(db, dsn)
                     channel.basic_nack(method.delivery_tag, requeue=True)
         except e2elib.AMQP_LOST as e:
             log("amqp-lost", type(e).__name__)

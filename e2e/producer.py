@@ -95,15 +95,18 @@ def main():
     order = publish_order()
     log("start", len(order))
     publisher = Publisher(log)
-    rate = len(order) / seconds
-    started = time.monotonic()
+    interval = Publisher.BATCH * seconds / len(order)
+    due = time.monotonic()
     for i in range(0, len(order), Publisher.BATCH):
-        # Paced: message i goes out at i / rate seconds, so the chaos
-        # driver's faults land while traffic flows.
-        ahead = started + i / rate - time.monotonic()
+        # Paced, so that the chaos driver's faults land while traffic
+        # flows.  After a broker outage, the rate resumes where it was
+        # rather than catching up in a burst (at most a second's lag is
+        # made up): the traffic lasts as long as the outage longer.
+        ahead = due - time.monotonic()
         if ahead > 0:
             time.sleep(ahead)
         publisher.publish(order[i:i + Publisher.BATCH])
+        due = max(due + interval, time.monotonic() - 1.0)
         # Written aside and renamed: the chaos driver never reads it half done.
         with open(f"{e2elib.WORK}/producer.progress.tmp", "w") as f:
             f.write(f"{min(i + Publisher.BATCH, len(order))} {len(order)}\n")

@@ -134,6 +134,8 @@ def main():
     # --- the run ----------------------------------------------------------------
     verdict.check("queues not drained",
                   [f"{q}: {m}" for q, m in chaos["queues"].items() if m] if not chaos["drained"] else [])
+    verdict.check("faults not done (the run got stuck)",
+                  [str(chaos["counts"]["faults not done"])] if chaos["counts"].get("faults not done") else [])
     verdict.check("producer failed",
                   [f"exit status {chaos['producer_status']}"] if chaos["producer_status"] != 0 else [])
 
@@ -186,6 +188,8 @@ def main():
         f"| PostgreSQL crashes (immediate stop) | {counts.get('pg-crash', 0)} |",
         f"| RabbitMQ restarts (application), crashes (node killed) | "
         f"{counts.get('broker-restart', 0)}, {counts.get('broker-crash', 0)} |",
+        f"| arms withdrawn (no message in time), of which not done again | "
+        f"{counts.get('disarmed', 0)}, {counts.get('skipped (no traffic left)', 0)} |",
         f"| unplanned consumer exits | {counts.get('unplanned exit', 0)} |",
         f"| violations | {nviol} |",
         "",
