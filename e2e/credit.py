@@ -35,7 +35,9 @@ PREFETCH = 20
 
 
 def handle(conn, message_id, account, amount, ack, chaos):
-    """The README's handler.  Returns whether this delivery did the work."""
+    """The README's handler.  Returns whether this delivery did the work.
+    ACK acks the delivery (passed in so that the broken variants below can
+    call it at the wrong moment)."""
     with conn.transaction():
         claimed = conn.execute("SELECT inbox_claim(%s, %s)",
                                (message_id, CONSUMER)).fetchone()[0]
@@ -52,7 +54,7 @@ def handle(conn, message_id, account, amount, ack, chaos):
     return claimed
 
 
-def consume(name, dsn, handler, log, chaos):
+def consume(dsn, handler, log, chaos):
     """Consumes until killed; reconnects to the broker and to the database
     when the chaos driver restarts them."""
     conn = e2elib.pg_connect(dsn)
@@ -138,7 +140,7 @@ def main():
     log = e2elib.EventLog(name)
     chaos = e2elib.ChaosPoints(name, log)
     log("start")
-    consume(name, dsn, HANDLERS.get(e2elib.BROKEN, handle), log, chaos)
+    consume(dsn, HANDLERS.get(e2elib.BROKEN, handle), log, chaos)
 
 
 if __name__ == "__main__":

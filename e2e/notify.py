@@ -113,9 +113,9 @@ def handle(db, service, message_id, body, ack, redeliver, log, chaos):
         log("call", message_id, token, status)
     except ServiceError as e:
         log("call", message_id, token, str(e).replace(" ", "_"))
-        failed = db.execute("SELECT inbox_fail(%s, %s, %s, %s)",
+        released = db.execute("SELECT inbox_fail(%s, %s, %s, %s)",
                             (message_id, CONSUMER, token, str(e))).fetchone()[0]
-        log("fail", message_id, token, int(failed))
+        log("fail", message_id, token, int(released))
         redeliver("error")                  # retried, or failed for good
         return
     chaos("after-call")
