@@ -239,6 +239,10 @@ class Driver:
             return False
         elif fault == "pg-crash":
             say(f"  {self.elapsed():5.1f}s  PostgreSQL: immediate stop (a crash), then start")
+            # The worker's counts live in shared memory and start again at
+            # zero: keep what it released so far.
+            self.counts["reclaimed before crashes"] = (
+                self.counts.get("reclaimed before crashes", 0) + self.worker_reclaimed())
             run([f"{PG_BIN}/pg_ctl", "-D", PGDATA, "-m", "immediate", "-w", "stop"])
             run([f"{PG_BIN}/pg_ctl", "-D", PGDATA, "-l", PG_LOG, "-w", "start"])
             self.db = None
@@ -279,6 +283,16 @@ class Driver:
             return False
         self.count("backend")
         return True
+
+    def worker_reclaimed(self):
+        """Expired claims the worker released since the server started."""
+        try:
+            return self.connection().execute(
+                "SELECT coalesce(sum(reclaimed_total), 0)::bigint FROM inbox.inbox_worker_status()"
+                " WHERE database = current_database()").fetchone()[0]
+        except psycopg.Error:
+            self.db = None
+            return 0
 
     def connection(self):
         if self.db is None or self.db.closed:
