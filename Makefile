@@ -10,6 +10,8 @@
 #   make bench       set up, build, install, and compare inbox_claim with
 #                    what users write by hand (bench/results/)
 #   make bench-majors  the claim comparison on 15 and 18 side by side
+#   make e2e         exactly-once end to end: RabbitMQ, PgBouncer, consumers
+#                    killed mid-message, a database crash (e2e/README.md)
 #   make             build only (needs PostgreSQL's server headers)
 #   make install     install into the PostgreSQL that pg_config names
 #   make installcheck  run the tests against the installed extension; each
@@ -115,3 +117,9 @@ bench-robustness:
 .PHONY: examples
 examples:
 	@examples/test
+
+# Exactly-once end to end: a real broker, PgBouncer, consumers killed
+# mid-message, a crashing database; see e2e/README.md.
+.PHONY: e2e
+e2e:
+	@e2e/run
