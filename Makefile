@@ -1,7 +1,9 @@
 # Makefile for the inbox extension (PGXS)
 #
 #   make demo        set up, build, install, and show two consumers racing
-#   make test        set up, build, install, and run every test
+#   make test        set up, build, install, and run every test, the
+#                    README's SQL and the client examples among them
+#   make examples    the client examples alone (examples/README.md)
 #   make test-all    the same on every supported major (15 to 18), the
 #                    others built from source once (scripts/build-pg)
 #   make test-citus  a Citus cluster on loopback (a coordinator and two
