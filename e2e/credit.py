@@ -82,11 +82,7 @@ def consume(dsn, handler, log, chaos):
         except e2elib.AMQP_LOST as e:
             log("amqp-lost", type(e).__name__)
         finally:
-            if amqp.is_open:
-                try:
-                    amqp.close()
-                except e2elib.AMQP_LOST:
-                    pass
+            e2elib.amqp_close(amqp)
 
 
 # --- Deliberately broken handlers (E2E_BROKEN=...) ----------------------------

@@ -143,6 +143,15 @@ AMQP_LOST = (pika.exceptions.AMQPConnectionError,
              ConnectionError)
 
 
+def amqp_close(conn):
+    """Close a broker connection that may already be gone."""
+    if conn.is_open:
+        try:
+            conn.close()
+        except AMQP_LOST:
+            pass
+
+
 # --- event log ----------------------------------------------------------------
 
 class EventLog:

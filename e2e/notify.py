@@ -165,11 +165,7 @@ def consume(name, dsn, log, chaos):
         except e2elib.AMQP_LOST as e:
             log("amqp-lost", type(e).__name__)
         finally:
-            if amqp.is_open:
-                try:
-                    amqp.close()
-                except e2elib.AMQP_LOST:
-                    pass
+            e2elib.amqp_close(amqp)
 
 
 def main():
