@@ -28,9 +28,8 @@ use Test::More;
 # ---------------------------------------------------------------------------
 # The recipes, from README.md (at the top of the tree this test runs in).
 
-# The two recipes most applications need are in the README's Privileges
-# section, the others in docs/privileges.md; every SQL block of both is a
-# marked recipe.
+# The one-phase recipe is in the README's Privileges section, the others
+# in docs/privileges.md; every SQL block of both is a marked recipe.
 my $readme = slurp_file("$FindBin::RealBin/../README.md");
 my ($readme_section) = $readme =~ /^## Privileges\n(.*?)^## /ms
   or die "README.md has no Privileges section";
