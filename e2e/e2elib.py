@@ -46,7 +46,6 @@ NOTIFY_QUEUE = "e2e.notify"
 # queue.  This is the README's "redeliver m after retry_after" for RabbitMQ.
 NOTIFY_DELAY_QUEUE = "e2e.notify.delay"
 NOTIFY_DELAY_MS = 1000
-QUEUES = (CREDIT_QUEUE, NOTIFY_QUEUE, NOTIFY_DELAY_QUEUE)
 
 
 def credit_messages():
