@@ -56,12 +56,13 @@ build_and_install() {
 		echo "$PG_CONFIG" >"$stamp" 2>/dev/null || true
 	fi
 	say "==> building"
-	# INBOX_SHOW_BUILD=1 (CI) shows every compiler command; otherwise only
-	# warnings and errors are shown.
+	# INBOX_SHOW_BUILD=1 (make test-all) shows every compiler command;
+	# otherwise only warnings and errors are shown.  Not left to the
+	# caller's set -e, which not every caller sets.
 	if [ "${INBOX_SHOW_BUILD:-0}" = 1 ]; then
-		make -C "$TOP" PG_CONFIG="$PG_CONFIG"
+		make -C "$TOP" PG_CONFIG="$PG_CONFIG" || die "the build failed"
 	else
-		make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null
+		make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null || die "the build failed"
 	fi
 	say "==> installing into $("$PG_CONFIG" --sharedir)/extension"
 	if ! make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null; then
