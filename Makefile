@@ -36,7 +36,9 @@ OBJS = \
 	src/marker.o \
 	src/twophase.o \
 	src/twophase_fast.o \
+	src/twophase_citus.o \
 	src/tokens.o \
+	src/citus.o \
 	src/prune.o \
 	src/reclaim.o \
 	src/pass.o \

@@ -40,6 +40,11 @@
  * it probes every id, then inserts the rest with one INSERT ... ON CONFLICT
  * DO NOTHING.
  *
+ * On a table Citus manages (its markers in shards on other nodes), both
+ * functions write with INSERT ... ON CONFLICT DO NOTHING RETURNING, which
+ * Citus routes to the shards, with marker ids unique in the cluster
+ * (citus.c): no probe, no subtransaction (claim_insert_citus says why).
+ *
  * Row-level security: when policies apply to the caller, the SQL path
  * is taken without the probe, and every claim goes through the INSERT, so
  * the policies' WITH CHECK clauses decide which consumers a role may claim
@@ -57,6 +62,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "lib/qunique.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
@@ -76,12 +82,18 @@ PG_FUNCTION_INFO_V1(inbox_claim_many);
 
 static InboxPlan insert_one_plan;
 static InboxPlan insert_many_plan;
+static InboxPlan insert_citus_plan;
 
 static Relation claim_open(const char *caller, InboxObjects *objects,
 						   Relation *index, bool *probe);
 static void claim_close(Relation heap, Relation index);
 static bool claim_insert_one(const InboxObjects *objects, text *message_id,
 							 text *consumer);
+static bool claim_insert_citus(const InboxObjects *objects, text *message_id,
+							   text *consumer);
+static void claim_insert_many_citus(const InboxObjects *objects, Datum *ids,
+									int nids, text *consumer,
+									ReturnSetInfo *rsinfo);
 static bool claim_one(text *message_id, text *consumer);
 static int	compare_ids(const void *a, const void *b);
 static Datum *claim_many_ids(ArrayType *array, int *nids);
@@ -241,6 +253,52 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 }
 
 /*
+ * claim_insert_citus
+ *		Insert one marker into a table Citus manages (it routes the
+ *		statement to the message's shard); false if the key is taken.
+ *
+ * INSERT ... ON CONFLICT DO NOTHING, not the subtransaction that
+ * claim_insert_one catches a unique violation in: the violation raised
+ * in a shard reaches this node without the constraint's name (and the
+ * shard's index has a name of its own), so it could not be told from any
+ * other.  DO NOTHING waits for a concurrent claimer of the same key like
+ * the plain INSERT does.  Under REPEATABLE READ, a marker committed after
+ * the shard's snapshot raises a serialization failure (40001) instead of
+ * answering false, as ON CONFLICT does on any table: retrying the
+ * transaction then answers false.
+ */
+static bool
+claim_insert_citus(const InboxObjects *objects, text *message_id,
+				   text *consumer)
+{
+	static Oid	argtypes[] = {INT8OID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	SPIPlanPtr	plan;
+	Datum		values[4];
+	bool		claimed;
+
+	SPI_connect();
+	plan = inbox_plan(&insert_citus_plan, objects,
+					  "INSERT INTO %1$s.inbox"
+					  " (id, message_id, consumer, state, received_at, processed_at)"
+					  " OVERRIDING SYSTEM VALUE"
+					  " VALUES ($1, $2, $3, 'processed', $4, $4)"
+					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO NOTHING"
+					  " RETURNING 1",
+					  4, argtypes);
+
+	values[0] = Int64GetDatum(inbox_citus_marker_id(objects));
+	values[1] = PointerGetDatum(message_id);
+	values[2] = PointerGetDatum(consumer);
+	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "inbox marker insert failed");
+	claimed = SPI_processed == 1;
+	SPI_finish();
+	return claimed;
+}
+
+/*
  * claim_one
  *		The claim shared by both inbox_claim signatures: the fast path
  *		(marker.c) where it applies, else the SQL path, a probe with the
@@ -257,6 +315,11 @@ claim_one(text *message_id, text *consumer)
 	InboxMarkerWriter writer;
 
 	heap = claim_open("inbox_claim()", &objects, &index, &probe);
+	if (objects.table_in_citus)
+	{
+		claim_close(heap, index);
+		return claim_insert_citus(&objects, message_id, consumer);
+	}
 	if (probe && inbox_marker_begin(&writer, &objects, heap, index, consumer,
 									INBOX_MARKER_PROCESSED))
 	{
@@ -456,6 +519,83 @@ claim_insert_many(const InboxObjects *objects, Datum *ids, int nids,
 }
 
 /*
+ * claim_insert_many_citus
+ *		claim_insert_many, on a table Citus manages: multi-row VALUES,
+ *		CLAIM_MANY_CITUS_ROWS ids per statement.
+ *
+ * Not INSERT ... SELECT: Citus runs that through its own executor, whose
+ * row count does not reach SPI ("consistency check on SPI tuple count
+ * failed" as soon as one id conflicts).  A multi-row VALUES is split by
+ * shard and counts right.  The ids come back in no particular order, and
+ * inbox_claim_many returns them sorted.
+ */
+#define CLAIM_MANY_CITUS_ROWS 1000
+
+static void
+claim_insert_many_citus(const InboxObjects *objects, Datum *ids, int nids,
+						text *consumer, ReturnSetInfo *rsinfo)
+{
+	Datum	   *claimed = palloc(sizeof(Datum) * nids);
+	int			nclaimed = 0;
+
+	SPI_connect();
+	for (int first = 0; first < nids; first += CLAIM_MANY_CITUS_ROWS)
+	{
+		int			rows = Min(nids - first, CLAIM_MANY_CITUS_ROWS);
+		int			nargs = 2 + 2 * rows;
+		Oid		   *argtypes = palloc(sizeof(Oid) * nargs);
+		Datum	   *values = palloc(sizeof(Datum) * nargs);
+		StringInfoData query;
+
+		initStringInfo(&query);
+		appendStringInfo(&query,
+						 "INSERT INTO %s.inbox"
+						 " (id, message_id, consumer, state, received_at, processed_at)"
+						 " OVERRIDING SYSTEM VALUE VALUES",
+						 quote_identifier(NameStr(objects->schema_name)));
+		argtypes[0] = TEXTOID;
+		values[0] = PointerGetDatum(consumer);
+		argtypes[1] = TIMESTAMPTZOID;
+		values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		for (int row = 0; row < rows; row++)
+		{
+			int			arg = 2 + 2 * row;
+
+			appendStringInfo(&query, "%s($%d, $%d, $1, 'processed', $2, $2)",
+							 row > 0 ? ", " : " ", arg + 1, arg + 2);
+			argtypes[arg] = INT8OID;
+			values[arg] = Int64GetDatum(inbox_citus_marker_id(objects));
+			argtypes[arg + 1] = TEXTOID;
+			values[arg + 1] = ids[first + row];
+		}
+		appendStringInfoString(&query,
+							   " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME
+							   " DO NOTHING RETURNING message_id");
+
+		if (SPI_execute_with_args(query.data, nargs, argtypes, values, NULL,
+								  false, 0) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "inbox batch insert failed");
+		for (uint64 row = 0; row < SPI_processed; row++)
+		{
+			bool		isnull;
+			Datum		id = SPI_getbinval(SPI_tuptable->vals[row],
+										   SPI_tuptable->tupdesc, 1, &isnull);
+
+			/* out of SPI's memory, which SPI_finish frees */
+			claimed[nclaimed++] = SPI_datumTransfer(id, false, -1);
+		}
+		pfree(query.data);
+		pfree(argtypes);
+		pfree(values);
+	}
+	SPI_finish();
+
+	qsort(claimed, nclaimed, sizeof(Datum), compare_ids);
+	for (int i = 0; i < nclaimed; i++)
+		claim_many_return(rsinfo, claimed[i]);
+}
+
+/*
  * claim_many
  *		Claim each of ids (sorted, each once) for consumer, returning those
  *		this call claimed: the fast path (marker.c) where it applies, else
@@ -474,6 +614,12 @@ claim_many(Datum *ids, int nids, text *consumer, ReturnSetInfo *rsinfo)
 
 	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
 	claim_many_check_select(heap, &objects);
+	if (objects.table_in_citus)
+	{
+		claim_close(heap, index);
+		claim_insert_many_citus(&objects, ids, nids, consumer, rsinfo);
+		return;
+	}
 	if (probe && inbox_marker_begin(&writer, &objects, heap, index, consumer,
 									INBOX_MARKER_PROCESSED))
 	{

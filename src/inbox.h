@@ -18,9 +18,13 @@
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	twophase_fast.c	their fast path: a new claim and its completion
  *				written with the access methods
+ *	twophase_citus.c	their statements on a table Citus manages:
+ *				read the marker, then change it if its token is unchanged
  *	tokens.c	fencing tokens only ever go up: durable before they are
  *				seen, and inbox_token_seq kept from settings that break
  *				their order
+ *	citus.c		marker ids and tokens unique across the nodes of a Citus
+ *				cluster
  *	prune.c		one batch of a prune pass: deleting old markers
  *	reclaim.c	one batch of a reclaim pass: releasing or failing the
  *				claims whose lease expired
@@ -33,8 +37,8 @@
  * Calls between the files form no cycle.  In layers, each file calling
  * only files of the layers above it:
  *
- *	0	settings, validate, objects, tokens, shmem, probe, guard
- *	1	marker, prune, reclaim, configure
+ *	0	settings, validate, objects, tokens, shmem, probe, guard, citus
+ *	1	marker, prune, reclaim, configure, twophase_citus
  *	2	claim, twophase_fast, pass, worker
  *	3	twophase, inbox
  *
@@ -363,6 +367,48 @@ extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
 /* tokens.c */
 extern void inbox_tokens_check(Oid sequence);
 extern void inbox_tokens_drawn(Oid sequence, int64 largest);
+
+/*
+ * What a begin found, and what the consumer should do about it.  Every
+ * answer comes from one version of the row: the one the statement that
+ * decided held locked (or, on Citus, changed conditionally on), or a final
+ * state (processed, failed) that no claim leaves again.  See
+ * inbox_begin_outcome.
+ */
+typedef enum InboxTwophaseOutcome
+{
+	INBOX_OUTCOME_CLAIMED,		/* this call holds the first attempt */
+	INBOX_OUTCOME_TAKEN_OVER,	/* this call holds a later attempt */
+	INBOX_OUTCOME_PROCESSED,	/* done: ack */
+	INBOX_OUTCOME_FAILED,		/* attempts used up: ack, and report */
+	INBOX_OUTCOME_BUSY			/* a live claim holds it: try again later */
+} InboxTwophaseOutcome;
+
+typedef struct InboxTwophaseBegin
+{
+	InboxTwophaseOutcome outcome;
+	int64		token;			/* claimed, taken_over: the claim's token */
+	Interval	retry_after;	/* busy: the lease the holder has left */
+} InboxTwophaseBegin;
+
+/* twophase_citus.c */
+extern void inbox_citus_begin(const InboxObjects *objects, text *message_id,
+							  text *consumer, Interval *lease, Datum payload,
+							  InboxTwophaseBegin *result);
+extern bool inbox_citus_extend(const InboxObjects *objects, text *message_id,
+							   text *consumer, int64 token, Interval *lease);
+extern bool inbox_citus_complete(const InboxObjects *objects,
+								 text *message_id, text *consumer,
+								 int64 token);
+extern bool inbox_citus_fail(const InboxObjects *objects, text *message_id,
+							 text *consumer, int64 token, text *error);
+extern void inbox_citus_next(const InboxObjects *objects, text *consumer,
+							 Interval *lease, int32 max,
+							 ReturnSetInfo *rsinfo);
+
+/* citus.c */
+extern int64 inbox_citus_marker_id(const InboxObjects *objects);
+extern int64 inbox_citus_token(const InboxObjects *objects, int64 above);
 
 /* prune.c */
 extern InboxBatchResult inbox_prune_batch(const InboxObjects *objects,

@@ -44,6 +44,9 @@
  * Every statement reads the consumer's settings (inbox_consumers) with a
  * fallback to the inbox.* settings, passed in as parameters.
  *
+ * On a table Citus manages, each function runs twophase_citus.c's
+ * statements instead, which Citus can route to the message's shard.
+ *
  * Under READ COMMITTED, the commonest calls, a begin of a message that has
  * no marker and a completion, are written without SQL by twophase_fast.c,
  * with the same waits and results as their statements below; every other
@@ -119,7 +122,6 @@ static InboxPlan next_plan;
 
 static Relation twophase_open(const char *caller, InboxObjects *objects);
 static Oid	twophase_token_sequence(const InboxObjects *objects);
-static void twophase_start(const char *caller, InboxObjects *objects);
 static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
 								   const char *nulls);
 
@@ -162,17 +164,6 @@ twophase_token_sequence(const InboxObjects *objects)
 }
 
 /*
- * twophase_start
- *		twophase_open, for a call that only runs SQL; connects to SPI.
- */
-static void
-twophase_start(const char *caller, InboxObjects *objects)
-{
-	table_close(twophase_open(caller, objects), NoLock);
-	SPI_connect();
-}
-
-/*
  * twophase_changed_claim
  *		Run an UPDATE of one claim (the plan names it by key and token);
  *		true if it changed the row, false if the token was not current.
@@ -185,32 +176,10 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 	return SPI_processed == 1;
 }
 
-/*
- * What a begin found, and what the consumer should do about it.  Every
- * answer comes from one version of the row: the one the statement that
- * decided held locked, or a final state (processed, failed) that no claim
- * leaves again.  See inbox_begin_outcome.
- */
-typedef enum InboxTwophaseOutcome
-{
-	OUTCOME_CLAIMED,			/* this call holds the first attempt */
-	OUTCOME_TAKEN_OVER,			/* this call holds a later attempt */
-	OUTCOME_PROCESSED,			/* done: ack */
-	OUTCOME_FAILED,				/* attempts used up: ack, and report */
-	OUTCOME_BUSY				/* a live claim holds it: try again later */
-} InboxTwophaseOutcome;
-
 /* The outcome column's values, in InboxTwophaseOutcome order. */
 static const char *const outcome_names[] = {
 	"claimed", "taken_over", "processed", "failed", "busy"
 };
-
-typedef struct InboxTwophaseBegin
-{
-	InboxTwophaseOutcome outcome;
-	int64		token;			/* claimed, taken_over: the claim's token */
-	Interval	retry_after;	/* busy: the lease the holder has left */
-} InboxTwophaseBegin;
 
 static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
 								 TimestampTz now, InboxTwophaseBegin *result);
@@ -243,12 +212,12 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 	if (state == NULL)
 		return false;			/* not as inbox.sql made the table */
 	if (strcmp(state, "processed") == 0)
-		result->outcome = OUTCOME_PROCESSED;
+		result->outcome = INBOX_OUTCOME_PROCESSED;
 	else if (strcmp(state, "failed") == 0)
-		result->outcome = OUTCOME_FAILED;
+		result->outcome = INBOX_OUTCOME_FAILED;
 	else if (strcmp(state, "claimed") == 0 && !isnull && lease_until > now)
 	{
-		result->outcome = OUTCOME_BUSY;
+		result->outcome = INBOX_OUTCOME_BUSY;
 		result->retry_after =
 			*DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
 												   TimestampTzGetDatum(lease_until),
@@ -305,12 +274,19 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 
 	/* A new message: its claim is written without SQL (twophase_fast.c). */
 	heap = twophase_open(caller, &objects);
+	if (objects.table_in_citus)
+	{
+		table_close(heap, NoLock);
+		inbox_citus_begin(&objects, message_id, consumer, lease, payload,
+						  result);
+		return;
+	}
 	claimed = inbox_fast_begin(&objects, heap, message_id, consumer, lease,
 							   payload, &result->token);
 	table_close(heap, NoLock);
 	if (claimed)
 	{
-		result->outcome = OUTCOME_CLAIMED;
+		result->outcome = INBOX_OUTCOME_CLAIMED;
 		return;
 	}
 
@@ -329,7 +305,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
 						  2, argtypes);
 	if (twophase_row_answers(row_plan, values, now, result) &&
-		result->outcome != OUTCOME_BUSY)
+		result->outcome != INBOX_OUTCOME_BUSY)
 	{
 		SPI_finish();
 		return;
@@ -422,13 +398,13 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		bool		isnull;
 
 		if (!DatumGetBool(SPI_getbinval(row, desc, 1, &isnull)))
-			result->outcome = OUTCOME_FAILED;	/* expired, no attempts left */
+			result->outcome = INBOX_OUTCOME_FAILED;	/* expired, no attempts left */
 		else
 		{
 			result->token = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
 			result->outcome =
 				DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull)) == 1 ?
-				OUTCOME_CLAIMED : OUTCOME_TAKEN_OVER;
+				INBOX_OUTCOME_CLAIMED : INBOX_OUTCOME_TAKEN_OVER;
 		}
 	}
 
@@ -443,8 +419,8 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	SPI_finish();
 
 	/* The token is durable before the caller sees it (tokens.c). */
-	if (result->outcome == OUTCOME_CLAIMED ||
-		result->outcome == OUTCOME_TAKEN_OVER)
+	if (result->outcome == INBOX_OUTCOME_CLAIMED ||
+		result->outcome == INBOX_OUTCOME_TAKEN_OVER)
 		inbox_tokens_drawn(objects.token_sequence_oid, result->token);
 }
 
@@ -466,8 +442,8 @@ inbox_begin(PG_FUNCTION_ARGS)
 	InboxTwophaseBegin result;
 
 	twophase_begin(fcinfo, "inbox_begin()", &result);
-	if (result.outcome != OUTCOME_CLAIMED &&
-		result.outcome != OUTCOME_TAKEN_OVER)
+	if (result.outcome != INBOX_OUTCOME_CLAIMED &&
+		result.outcome != INBOX_OUTCOME_TAKEN_OVER)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(result.token);
 }
@@ -513,13 +489,13 @@ inbox_begin_outcome(PG_FUNCTION_ARGS)
 
 	twophase_begin(fcinfo, "inbox_begin_outcome()", &result);
 	columns[0] = CStringGetTextDatum(outcome_names[result.outcome]);
-	if (result.outcome == OUTCOME_CLAIMED ||
-		result.outcome == OUTCOME_TAKEN_OVER)
+	if (result.outcome == INBOX_OUTCOME_CLAIMED ||
+		result.outcome == INBOX_OUTCOME_TAKEN_OVER)
 	{
 		columns[1] = Int64GetDatum(result.token);
 		isnull[1] = false;
 	}
-	if (result.outcome == OUTCOME_BUSY)
+	if (result.outcome == INBOX_OUTCOME_BUSY)
 	{
 		columns[2] = IntervalPGetDatum(&result.retry_after);
 		isnull[2] = false;
@@ -550,7 +526,11 @@ inbox_extend(PG_FUNCTION_ARGS)
 	char		nulls[6];
 	bool		extended;
 
-	twophase_start("inbox_extend()", &objects);
+	table_close(twophase_open("inbox_extend()", &objects), NoLock);
+	if (objects.table_in_citus)
+		PG_RETURN_BOOL(inbox_citus_extend(&objects, message_id, consumer,
+										  token, lease));
+	SPI_connect();
 	plan = inbox_plan(&extend_plan, &objects,
 					  "UPDATE ONLY %1$s.inbox"
 					  " SET lease_until = $4" INBOX_PLUS CONSUMER_LEASE("$2", "$5", "$6")
@@ -594,6 +574,12 @@ inbox_complete(PG_FUNCTION_ARGS)
 	bool		answered;
 
 	heap = twophase_open("inbox_complete()", &objects);
+	if (objects.table_in_citus)
+	{
+		table_close(heap, NoLock);
+		PG_RETURN_BOOL(inbox_citus_complete(&objects, message_id, consumer,
+											token));
+	}
 	answered = inbox_fast_complete(&objects, heap, message_id, consumer, token,
 								   &completed);
 	table_close(heap, NoLock);
@@ -656,7 +642,11 @@ inbox_fail(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	bool		failed;
 
-	twophase_start("inbox_fail()", &objects);
+	table_close(twophase_open("inbox_fail()", &objects), NoLock);
+	if (objects.table_in_citus)
+		PG_RETURN_BOOL(inbox_citus_fail(&objects, message_id, consumer,
+										token, error));
+	SPI_connect();
 	plan = inbox_plan(&fail_plan, &objects,
 					  "UPDATE ONLY %1$s.inbox"
 					  " SET state = CASE WHEN attempts" INBOX_GE
@@ -714,7 +704,13 @@ inbox_next(PG_FUNCTION_ARGS)
 				 errmsg("max must be between 1 and %d", INBOX_NEXT_MAX)));
 
 	InitMaterializedSRF(fcinfo, 0);
-	twophase_start("inbox_next()", &objects);
+	table_close(twophase_open("inbox_next()", &objects), NoLock);
+	if (objects.table_in_citus)
+	{
+		inbox_citus_next(&objects, consumer, lease, max, rsinfo);
+		return (Datum) 0;
+	}
+	SPI_connect();
 	inbox_tokens_check(objects.token_sequence_oid);
 	plan = inbox_plan(&next_plan, &objects,
 					  "WITH settings AS ("

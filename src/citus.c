@@ -1,0 +1,145 @@
+/*-------------------------------------------------------------------------
+ *
+ * citus.c
+ *	  Marker ids and fencing tokens that stay unique when several Citus
+ *	  nodes write one distributed inbox.
+ *
+ * On a table Citus manages (objects.c, managed_by_citus), a claim can be
+ * made through the coordinator or through any worker that has the
+ * metadata, and each node has its own copy of the extension's sequences:
+ * the identity sequence of inbox.id and inbox_token_seq each start at 1 on
+ * every node.  Citus passes a sequence's value on unchanged from the node
+ * that planned the INSERT, so values drawn on two nodes collide.  The
+ * statements on a distributed inbox therefore write id and token
+ * explicitly, made unique here from the node's Citus group id
+ * (pg_dist_local_group: 0 on the coordinator, 1, 2, ... on the workers):
+ *
+ *	Marker ids follow Citus's own rule for a bigint sequence used on
+ *	several nodes: the group id above 48 bits of the node's own count.  On
+ *	the coordinator an id is the plain sequence value, as before the table
+ *	was distributed.
+ *
+ *	Tokens keep the group id in their low TOKENS_GROUP_BITS bits, below
+ *	the node's own token (inbox_token_seq, with everything tokens.c makes
+ *	it promise on that node).  Two nodes can never draw the same token.
+ *	Order across nodes: a claim that takes a message over draws a token
+ *	above the one it replaces (inbox_citus_token's above), moving this
+ *	node's sequence up past the other node's count if it is behind, as a
+ *	Lamport clock does.  So a message's tokens increase, whichever nodes
+ *	its claims came through, but two tokens of different messages drawn on
+ *	different nodes say nothing about which claim came first.
+ *
+ * Moving the sequence up is done with nextval, one value at a time, not
+ * with setval: other sessions draw from it meanwhile, and a setval could
+ * move it back below one of their tokens.  A node that is far behind the
+ * one a message was last claimed through pays for the gap once; each
+ * node's sequence only rises, so over time a node draws at most as many
+ * values as the busiest node's count.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+
+#include "inbox.h"
+
+/* Citus's rule for bigint sequences: the node's group id above bit 48. */
+#define IDS_GROUP_SHIFT		48
+
+/* The group id in a token's low bits: up to 1023 groups. */
+#define TOKENS_GROUP_BITS	10
+
+static int32 citus_group(void);
+
+/*
+ * citus_group
+ *		This node's Citus group id, from pg_dist_local_group.
+ *
+ * Read at every call rather than cached: it is one row, and it changes
+ * when the node joins a cluster, which nothing here would be told of.
+ */
+static int32
+citus_group(void)
+{
+	bool		isnull;
+	int32		group;
+
+	SPI_connect();
+	if (SPI_execute("SELECT groupid FROM pg_catalog.pg_dist_local_group",
+					true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("could not read this node's Citus group id"),
+				 errdetail("pg_dist_local_group has " UINT64_FORMAT " rows.",
+						   SPI_processed)));
+	group = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	if (isnull || group < 0 || group >= (1 << TOKENS_GROUP_BITS))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("Citus group id %d is out of the range inbox supports", group),
+				 errdetail("Marker ids and tokens hold group ids from 0 to %d.",
+						   (1 << TOKENS_GROUP_BITS) - 1)));
+	return group;
+}
+
+/*
+ * inbox_citus_marker_id
+ *		A new marker's id, unique in the cluster.
+ */
+int64
+inbox_citus_marker_id(const InboxObjects *objects)
+{
+	int64		count;
+
+	if (!OidIsValid(objects->id_sequence_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s.%s\" has no identity sequence for its id",
+						NameStr(objects->schema_name), INBOX_TABLE_NAME),
+				 errdetail("On a table Citus manages, inbox draws each marker's id itself.")));
+
+	/* as the executor draws an identity value: no privilege check */
+	count = nextval_internal(objects->id_sequence_oid, false);
+	if (count < 0 || count >= (INT64CONST(1) << IDS_GROUP_SHIFT))
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("marker id " INT64_FORMAT " does not fit below this node's Citus group id",
+						count)));
+	return ((int64) citus_group() << IDS_GROUP_SHIFT) | count;
+}
+
+/*
+ * inbox_citus_token
+ *		A new token, unique in the cluster and greater than above (the
+ *		token of the claim it replaces, or 0).
+ *
+ * The caller has called inbox_tokens_check, and calls inbox_tokens_drawn
+ * before any client sees the token.
+ */
+int64
+inbox_citus_token(const InboxObjects *objects, int64 above)
+{
+	int64		group = citus_group();
+	int64		floor = above >> TOKENS_GROUP_BITS;
+	int64		count;
+
+	/* nextval's own privilege check, as the statements' nextval made */
+	do
+	{
+		CHECK_FOR_INTERRUPTS();
+		count = nextval_internal(objects->token_sequence_oid, true);
+	} while (count <= floor);
+
+	if (count > (PG_INT64_MAX >> TOKENS_GROUP_BITS))
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("token " INT64_FORMAT " does not fit beside a Citus group id",
+						count)));
+	return (count << TOKENS_GROUP_BITS) | group;
+}
