@@ -143,3 +143,105 @@ inbox_citus_token(const InboxObjects *objects, int64 above)
 						count)));
 	return (count << TOKENS_GROUP_BITS) | group;
 }
+
+/*
+ * citus_local_shard
+ *		The smallest id, at least from, of a shard of relation that Citus
+ *		placed on this node; 0 if there is none.
+ */
+static int64
+citus_local_shard(Oid relation, int64 from)
+{
+	Oid			argtypes[] = {REGCLASSOID, INT8OID};
+	Datum		values[2];
+	int64		shard = 0;
+
+	values[0] = ObjectIdGetDatum(relation);
+	values[1] = Int64GetDatum(from);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT s.shardid FROM pg_catalog.pg_dist_shard s"
+							  " JOIN pg_catalog.pg_dist_placement p"
+							  "  ON p.shardid" INBOX_EQ "s.shardid"
+							  " JOIN pg_catalog.pg_dist_local_group g"
+							  "  ON g.groupid" INBOX_EQ "p.groupid"
+							  " WHERE s.logicalrelid" INBOX_EQ "$1"
+							  " AND s.shardid" INBOX_GE "$2"
+							  " ORDER BY s.shardid LIMIT 1",
+							  2, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read Citus's shard placements");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+
+		shard = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	return shard;
+}
+
+/*
+ * inbox_pass_target
+ *		What the next batch of a maintenance pass works on: the table
+ *		itself, or, when Citus manages it, the shard the pass is on
+ *		(position->shard) or the next one placed on this node.  False, with
+ *		position->shard INBOX_PASS_NO_SHARD, when no shard is left.
+ *
+ * The distributed table's own heap is an empty shell, and a statement on
+ * it would be Citus's to plan across every node, which it cannot for the
+ * passes' statements.  So each node's passes (the worker's, and
+ * inbox_prune() and inbox_reclaim() run on it) prune and reclaim the
+ * shards on that node, with the same batches as on a table of one server:
+ * on its node, a shard is a table of its own.  A coordinator that holds no
+ * shard has nothing to do.  The consumers' settings are read from the
+ * placement of inbox_consumers on this node when it is a reference table.
+ */
+bool
+inbox_pass_target(const InboxObjects *objects, InboxPassPosition *position,
+				  InboxObjects *target)
+{
+	int64		consumers_shard = 0;
+
+	if (!objects->table_in_citus)
+	{
+		*target = *objects;
+		return true;
+	}
+	if (position->shard == INBOX_PASS_NO_SHARD)
+		return false;
+	if (objects->consumers_in_citus)
+		consumers_shard = citus_local_shard(objects->consumers_oid, 0);
+
+	for (;;)
+	{
+		int64		shard = citus_local_shard(objects->table_oid,
+											  position->shard);
+
+		if (shard == 0)
+		{
+			position->shard = INBOX_PASS_NO_SHARD;
+			return false;
+		}
+		if (shard != position->shard)
+			position->valid = false;
+		position->shard = shard;
+		if (inbox_objects_of_shard(objects, shard, consumers_shard, target))
+			return true;
+		position->shard = shard + 1;	/* moved away meanwhile */
+	}
+}
+
+/*
+ * inbox_pass_next_relation
+ *		After a batch that left nothing more: true if the pass goes on with
+ *		the next shard (inbox_pass_target finds it), false if it is done.
+ */
+bool
+inbox_pass_next_relation(InboxPassPosition *position)
+{
+	if (position->shard <= 0)
+		return false;
+	position->shard++;
+	position->valid = false;
+	return true;
+}

@@ -186,6 +186,15 @@ typedef struct InboxObjects
 	bool		table_in_citus;
 	bool		consumers_in_citus;
 	NameData	schema_name;
+
+	/*
+	 * The names plans give the table and inbox_consumers (%2$s and %3$s in
+	 * inbox_plan's query text): "inbox" and "inbox_consumers", or, for a
+	 * maintenance pass over a shard that Citus placed on this node, the
+	 * shard's and the local placement's (inbox_objects_of_shard).
+	 */
+	NameData	table_name;
+	NameData	consumers_name;
 	uint64		generation;		/* changes whenever the above are looked up
 								 * again; cached plans compare it */
 } InboxObjects;
@@ -274,9 +283,17 @@ typedef struct InboxDatabaseStatus
  * allocation to outlive the batch's transaction); a consumer too long for
  * it (only a hand-inserted marker can be) makes the next batch start over
  * instead.  Reclaiming needs no position.
+ *
+ * On a table Citus manages, a pass runs over each shard placed on this
+ * node in turn, in shard id order (citus.c, inbox_pass_target), and shard
+ * says which.
  */
+#define INBOX_PASS_NO_SHARD (-1)
+
 typedef struct InboxPassPosition
 {
+	int64		shard;			/* 0: the table itself, or no shard yet;
+								 * INBOX_PASS_NO_SHARD: past the last */
 	bool		valid;			/* false: start from the first consumer */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
 	int64		id;				/* its id, */
@@ -409,6 +426,10 @@ extern void inbox_citus_next(const InboxObjects *objects, text *consumer,
 /* citus.c */
 extern int64 inbox_citus_marker_id(const InboxObjects *objects);
 extern int64 inbox_citus_token(const InboxObjects *objects, int64 above);
+extern bool inbox_pass_target(const InboxObjects *objects,
+							  InboxPassPosition *position,
+							  InboxObjects *target);
+extern bool inbox_pass_next_relation(InboxPassPosition *position);
 
 /* prune.c */
 extern InboxBatchResult inbox_prune_batch(const InboxObjects *objects,
@@ -442,6 +463,9 @@ extern bool inbox_index_holds_all(Oid index_oid, const InboxObjects *objects,
 extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
+extern bool inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
+								   int64 consumers_shard,
+								   InboxObjects *target);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
 extern bool inbox_consumers_is_plain(Relation rel,
 									 const InboxObjects *objects);

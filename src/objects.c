@@ -67,6 +67,7 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
@@ -107,6 +108,9 @@ static const InboxColumn inbox_columns[INBOX_NATTS] = {
 
 static InboxObjects objects_cache;
 static bool objects_cache_valid = false;
+
+/* Numbers each new description of the objects (InboxObjects.generation). */
+static uint64 objects_generation = 0;
 
 /* Which rows in a given state an index of the table holds entries for. */
 typedef enum InboxIndexHolds
@@ -461,7 +465,9 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
 		a->consumers_key_oid == b->consumers_key_oid &&
 		a->table_in_citus == b->table_in_citus &&
 		a->consumers_in_citus == b->consumers_in_citus &&
-		strcmp(NameStr(a->schema_name), NameStr(b->schema_name)) == 0;
+		strcmp(NameStr(a->schema_name), NameStr(b->schema_name)) == 0 &&
+		strcmp(NameStr(a->table_name), NameStr(b->table_name)) == 0 &&
+		strcmp(NameStr(a->consumers_name), NameStr(b->consumers_name)) == 0;
 }
 
 /*
@@ -546,7 +552,6 @@ managed_by_citus(Oid relation)
 static void
 objects_lookup(void)
 {
-	static uint64 generation = 0;
 	Oid			extension = InvalidOid;
 	Oid			schema = objects_extension_schema(&extension);
 	char	   *schema_name = get_namespace_name(schema);
@@ -598,6 +603,8 @@ objects_lookup(void)
 	found.table_oid = table;
 	found.key_index_oid = key_index;
 	namestrcpy(&found.schema_name, schema_name);
+	namestrcpy(&found.table_name, INBOX_TABLE_NAME);
+	namestrcpy(&found.consumers_name, INBOX_CONSUMERS_NAME);
 
 	/* What the claims' fast path (marker.c) writes without SQL. */
 	found.id_sequence_oid = inbox_get_identity_sequence(table, 1, true);
@@ -640,7 +647,7 @@ objects_lookup(void)
 	 */
 	if (!objects_equal(&found, &objects_cache))
 	{
-		found.generation = ++generation;
+		found.generation = ++objects_generation;
 		objects_cache = found;
 	}
 	objects_cache_valid = true;
@@ -679,6 +686,66 @@ inbox_open_table(LOCKMODE lockmode, InboxObjects *objects)
 			table_close(rel, lockmode);
 		objects_cache_valid = false;
 	}
+}
+
+/*
+ * inbox_objects_of_shard
+ *		The objects as a maintenance pass sees them in one shard of the
+ *		table Citus manages, placed on this node: the shard as the table,
+ *		with the shard's indexes, and, when consumers_shard is not 0, the
+ *		placement of the reference table inbox_consumers on this node.
+ *		False if the shard is not here (moved since it was looked up).
+ *
+ * Citus names a shard and its indexes after the table's, with "_" and the
+ * shard id appended.  A shard is a plain table on its node: the passes'
+ * statements on it, and on the consumers' placement, are local and Citus
+ * does not reroute them.  A new generation each time, so that a plan
+ * prepared for another shard is not reused.
+ */
+bool
+inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
+					   int64 consumers_shard, InboxObjects *target)
+{
+	char		name[NAMEDATALEN];
+	Oid			table;
+
+	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_TABLE_NAME, shard);
+	table = get_relname_relid(name, objects->schema_oid);
+	if (!OidIsValid(table))
+		return false;
+
+	*target = *objects;
+	target->table_oid = table;
+	namestrcpy(&target->table_name, name);
+	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_KEY_NAME, shard);
+	target->key_index_oid = index_of_table(name, objects->schema_oid, table);
+	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_OPEN_CLAIMS_NAME, shard);
+	target->open_claims_oid = index_of_table(name, objects->schema_oid, table);
+	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_PRUNABLE_NAME, shard);
+	target->prunable_oid = index_of_table(name, objects->schema_oid, table);
+	target->id_sequence_oid = InvalidOid;	/* the passes insert nothing */
+	target->table_in_citus = false;
+
+	if (consumers_shard != 0)
+	{
+		Oid			consumers;
+
+		snprintf(name, sizeof(name), "%s_" INT64_FORMAT,
+				 INBOX_CONSUMERS_NAME, consumers_shard);
+		consumers = get_relname_relid(name, objects->schema_oid);
+		if (OidIsValid(consumers))
+		{
+			target->consumers_oid = consumers;
+			namestrcpy(&target->consumers_name, name);
+			snprintf(name, sizeof(name), "%s_" INT64_FORMAT,
+					 INBOX_CONSUMERS_KEY_NAME, consumers_shard);
+			target->consumers_key_oid = index_of_table(name, objects->schema_oid,
+													   consumers);
+			target->consumers_in_citus = false;
+		}
+	}
+	target->generation = ++objects_generation;
+	return true;
 }
 
 /*
@@ -986,12 +1053,47 @@ inbox_is_key_violation(const ErrorData *edata, const InboxObjects *objects)
 }
 
 /*
+ * objects_query_text
+ *		inbox_plan's query text: query_format with %1$s, %2$s and %3$s
+ *		replaced by the quoted names of the schema, the table and
+ *		inbox_consumers.
+ *
+ * Not printf: a query that names inbox_consumers but not the table would
+ * leave %2$s out, which printf's positional arguments do not allow.
+ */
+static char *
+objects_query_text(const char *query_format, const InboxObjects *objects)
+{
+	StringInfoData query;
+
+	initStringInfo(&query);
+	for (const char *p = query_format; *p != '\0'; p++)
+	{
+		if (*p != '%')
+			appendStringInfoChar(&query, *p);
+		else if (strncmp(p, "%1$s", 4) == 0)
+			appendStringInfoString(&query, quote_identifier(NameStr(objects->schema_name)));
+		else if (strncmp(p, "%2$s", 4) == 0)
+			appendStringInfoString(&query, quote_identifier(NameStr(objects->table_name)));
+		else if (strncmp(p, "%3$s", 4) == 0)
+			appendStringInfoString(&query, quote_identifier(NameStr(objects->consumers_name)));
+		else
+			elog(ERROR, "unexpected %% in inbox query: %s", query_format);
+		if (*p == '%')
+			p += 3;
+	}
+	return query.data;
+}
+
+/*
  * inbox_plan
  *		The saved plan for a query on the extension's objects, prepared on
  *		first use and again whenever the objects change.
  *
- * query_format names the extension's schema as %1$s (positional, so it can
- * appear several times).  The caller must be connected to SPI.  ALTER TABLE
+ * query_format names the extension's schema as %1$s, and, in the
+ * maintenance passes' statements, which may run on a shard, the table as
+ * %2$s and inbox_consumers as %3$s (objects_query_text).  The caller must
+ * be connected to SPI.  ALTER TABLE
  * needs no rebuild here: the plan cache replans a saved plan whose tables
  * changed.
  *
@@ -1011,8 +1113,7 @@ inbox_plan(InboxPlan *cached, const InboxObjects *objects,
 		char	   *query;
 		SPIPlanPtr	plan;
 
-		query = psprintf(query_format,
-						 quote_identifier(NameStr(objects->schema_name)));
+		query = objects_query_text(query_format, objects);
 		plan = SPI_prepare(query, nargs, argtypes);
 		if (plan == NULL)
 			elog(ERROR, "could not prepare inbox query: %s",

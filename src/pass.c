@@ -14,6 +14,10 @@
  * what the SQL functions do between batches, where the tests can count it
  * (sql/prune_resume.sql).
  *
+ * On a table Citus manages, a pass is that of each shard placed on the
+ * node it runs on (citus.c, inbox_pass_target); to run one on every node,
+ * run the function on every node (README, Scaling out with Citus).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -39,9 +43,10 @@ static int64
 pass_in_transaction(const char *caller, InboxBatchFunction batch)
 {
 	InboxObjects objects;
+	InboxObjects target;
 	Relation	rel;
 	TimestampTz now = GetCurrentTimestamp();
-	InboxPassPosition position = {.valid = false};
+	InboxPassPosition position = {.shard = 0, .valid = false};
 	InboxBatchResult result;
 	int64		changed = 0;
 
@@ -50,12 +55,15 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 	table_close(rel, NoLock);
 
 	SPI_connect();
-	do
+	while (inbox_pass_target(&objects, &position, &target))
 	{
 		CHECK_FOR_INTERRUPTS();
-		result = batch(&objects, now, inbox_batch_size, false, &position);
+		result = batch(&target, now, inbox_batch_size, false, &position);
 		changed += result.changed;
-	} while (inbox_batch_left_more(&result, inbox_batch_size));
+		if (!inbox_batch_left_more(&result, inbox_batch_size) &&
+			!inbox_pass_next_relation(&position))
+			break;
+	}
 	SPI_finish();
 
 	return changed;

@@ -182,18 +182,18 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  */
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
-	" SELECT COALESCE($4, (SELECT consumer FROM ONLY %1$s.inbox" \
+	" SELECT COALESCE($4, (SELECT consumer FROM ONLY %1$s.%2$s" \
 	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  ORDER BY consumer LIMIT 1))" \
 	" UNION ALL" \
-	" SELECT (SELECT i.consumer FROM ONLY %1$s.inbox i" \
+	" SELECT (SELECT i.consumer FROM ONLY %1$s.%2$s i" \
 	"  WHERE i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  AND i.consumer" INBOX_GT "c.consumer" \
 	"  ORDER BY i.consumer LIMIT 1)" \
 	" FROM consumers c WHERE c.consumer IS NOT NULL)" \
 	" SELECT d.tid, c.consumer, d.processed_at, d.id" \
 	" FROM consumers c CROSS JOIN LATERAL (" \
-	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY %1$s.inbox i" \
+	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY %1$s.%2$s i" \
 	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
 	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
 	"  AND ROW(i.processed_at, i.id)" INBOX_GE "ROW(" \
@@ -204,7 +204,7 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"   WHEN %1$s.inbox_retention_is_valid(r.retention)" \
 	"   THEN $1" INBOX_MINUS "r.retention" \
 	"   ELSE '-infinity'::pg_catalog.timestamptz END" \
-	"   FROM (SELECT (SELECT x.retention FROM %1$s.inbox_consumers x" \
+	"   FROM (SELECT (SELECT x.retention FROM %1$s.%3$s x" \
 	"   WHERE x.consumer" INBOX_EQ "c.consumer) AS retention) r)" \
 	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d" \
 	" WHERE c.consumer IS NOT NULL" \
@@ -345,7 +345,7 @@ prune_cutoff(const InboxObjects *objects, text *consumer, TimestampTz now)
 	bool		isnull = true;
 
 	plan = inbox_plan(&cutoff_plan, objects,
-					  "SELECT x.retention FROM %1$s.inbox_consumers x"
+					  "SELECT x.retention FROM %1$s.%3$s x"
 					  " WHERE x.consumer" INBOX_EQ "$1",
 					  1, argtypes);
 	value = PointerGetDatum(consumer);
@@ -829,7 +829,7 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	plan = inbox_plan(&delete_plan, objects,
 					  "WITH doomed AS ("
 					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
-					  " DELETE FROM ONLY %1$s.inbox"
+					  " DELETE FROM ONLY %1$s.%2$s"
 					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
 					  " RETURNING consumer, processed_at, id",
 					  PRUNE_NARGS, prune_argtypes);

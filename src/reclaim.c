@@ -31,7 +31,7 @@ static InboxPlan reclaim_plan;
 
 /* In reclaim: the max_attempts of claim i's consumer. */
 #define MAX_ATTEMPTS \
-	" COALESCE((SELECT c.max_attempts FROM %1$s.inbox_consumers c" \
+	" COALESCE((SELECT c.max_attempts FROM %1$s.%3$s c" \
 	" WHERE c.consumer" INBOX_EQ "i.consumer), $2) "
 
 /*
@@ -73,7 +73,7 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 	 *----------
 	 */
 	plan = inbox_plan(&reclaim_plan, objects,
-					  "UPDATE ONLY %1$s.inbox i SET"
+					  "UPDATE ONLY %1$s.%2$s i SET"
 					  " state = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
 					  "  THEN 'failed'::%1$s.inbox_state ELSE 'released' END,"
 					  " processed_at = CASE WHEN i.attempts" INBOX_GE MAX_ATTEMPTS
@@ -82,7 +82,7 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 					  "  i.attempts" INBOX_CONCAT "' of '" INBOX_CONCAT MAX_ATTEMPTS ","
 					  " lease_until = NULL"
 					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
-					  "  SELECT x.ctid FROM ONLY %1$s.inbox x"
+					  "  SELECT x.ctid FROM ONLY %1$s.%2$s x"
 					  "  WHERE x.state" INBOX_EQ "'claimed'"
 					  "  AND x.lease_until" INBOX_LE "$1"
 					  "  LIMIT $3"

@@ -646,12 +646,13 @@ static InboxBatchResult
 worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 {
 	InboxObjects objects;
+	InboxObjects target;
 	Relation	rel = inbox_open_table(RowExclusiveLock, &objects);
 	Oid			owner = rel->rd_rel->relowner;
 	Oid			save_userid;
 	int			save_sec_context;
 	int			save_nestlevel;
-	InboxBatchResult result;
+	InboxBatchResult result = {0, 0};
 
 	table_close(rel, NoLock);
 
@@ -661,8 +662,9 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 	save_nestlevel = NewGUCNestLevel();
 
 	SPI_connect();
-	result = batch(&objects, GetCurrentTimestamp(), inbox_batch_size, true,
-				   position);
+	if (inbox_pass_target(&objects, position, &target))
+		result = batch(&target, GetCurrentTimestamp(), inbox_batch_size, true,
+					   position);
 	SPI_finish();
 
 	AtEOXact_GUC(false, save_nestlevel);
@@ -713,7 +715,7 @@ worker_pause(void)
 static InboxWorkerPassEnd
 worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 {
-	InboxPassPosition position = {.valid = false};
+	InboxPassPosition position = {.shard = 0, .valid = false};
 
 	for (;;)
 	{
@@ -755,7 +757,8 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 		if (end != WORKER_PASS_DONE)
 			return end;
 		*total += result.changed;
-		if (!inbox_batch_left_more(&result, inbox_batch_size))
+		if (!inbox_batch_left_more(&result, inbox_batch_size) &&
+			!inbox_pass_next_relation(&position))
 			return WORKER_PASS_DONE;
 		if (inbox_batch_delay > 0 && !worker_pause())
 			return WORKER_PASS_WANTED;
