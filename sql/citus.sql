@@ -1,7 +1,7 @@
 --
 -- A table Citus manages is a shell: its rows are in shards, which Citus's
 -- planner sends every statement to, so no fast path may read or write it
--- (src/objects.c, managed_by_citus).  The extension learns it from
+-- (src/objects.c, inbox_managed_by_citus).  The extension learns it from
 -- pg_catalog.pg_dist_partition, Citus's table of the relations it manages,
 -- without linking against Citus.  Here tables of Citus's names stand in
 -- for Citus's own: with a row for inbox, the claims take the statements

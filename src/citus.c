@@ -4,7 +4,7 @@
  *	  Marker ids and fencing tokens that stay unique when several Citus
  *	  nodes write one distributed inbox.
  *
- * On a table Citus manages (objects.c, managed_by_citus), a claim can be
+ * On a table Citus manages (objects.c, inbox_managed_by_citus), a claim can be
  * made through the coordinator or through any worker that has the
  * metadata, and each node has its own copy of the extension's sequences:
  * the identity sequence of inbox.id and inbox_token_seq each start at 1 on

@@ -31,6 +31,7 @@
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "commands/user.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -50,6 +51,7 @@ static bool drop_takes_extension(Node *parsetree, Oid schema, Oid owner);
 static bool drop_is_allowed(Node *parsetree, Oid extension, Oid schema,
 							Oid owner);
 static Oid	markers_table(HeapTuple extension);
+static bool distributed_table_has_markers(Oid table);
 static bool table_has_markers(Oid table);
 
 /*
@@ -165,6 +167,32 @@ markers_table(HeapTuple extension)
 }
 
 /*
+ * distributed_table_has_markers
+ *		table_has_markers for a table Citus manages, whose heap here is an
+ *		empty shell: a SELECT, which Citus sends to every shard.
+ *
+ * The lock on the shell waits for the claims made through this node; a
+ * claim in progress through another node is not waited for, and counts
+ * only once it commits, which the SELECT may miss.
+ */
+static bool
+distributed_table_has_markers(Oid table)
+{
+	char	   *query;
+	bool		found;
+
+	query = psprintf("SELECT 1 FROM %s LIMIT 1",
+					 quote_qualified_identifier(get_namespace_name(get_rel_namespace(table)),
+												get_rel_name(table)));
+	SPI_connect();
+	if (SPI_execute(query, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the markers of a distributed inbox");
+	found = SPI_processed > 0;
+	SPI_finish();
+	return found;
+}
+
+/*
  * table_has_markers
  *		Does the table hold a row?  Locked first, as the DROP will lock it:
  *		a claim still in progress then commits (and counts) or rolls back
@@ -180,6 +208,11 @@ table_has_markers(Oid table)
 	bool		found;
 
 	rel = table_open(table, AccessExclusiveLock);
+	if (inbox_managed_by_citus(table))
+	{
+		table_close(rel, NoLock);
+		return distributed_table_has_markers(table);
+	}
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, snapshot, 0, NULL);

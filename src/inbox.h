@@ -37,9 +37,9 @@
  * Calls between the files form no cycle.  In layers, each file calling
  * only files of the layers above it:
  *
- *	0	settings, validate, objects, tokens, shmem, probe, guard, citus
- *	1	marker, prune, reclaim, configure, twophase_citus
- *	2	claim, twophase_fast, pass, worker
+ *	0	settings, validate, objects, tokens, shmem, probe
+ *	1	marker, prune, reclaim, configure, guard, citus
+ *	2	claim, twophase_fast, twophase_citus, pass, worker
  *	3	twophase, inbox
  *
  *-------------------------------------------------------------------------
@@ -466,6 +466,7 @@ extern bool inbox_is_key_violation(const ErrorData *edata,
 extern bool inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
 								   int64 consumers_shard,
 								   InboxObjects *target);
+extern bool inbox_managed_by_citus(Oid relation);
 extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
 extern bool inbox_consumers_is_plain(Relation rel,
 									 const InboxObjects *objects);

@@ -42,7 +42,7 @@
  * on the coordinator and on every worker that has the metadata; Citus's
  * planner sends every statement on it to the shards.  A fast path on the
  * shell would read and write rows nobody else sees.  So the lookup also
- * asks Citus's own table of the relations it manages (managed_by_citus),
+ * asks Citus's own table of the relations it manages (inbox_managed_by_citus),
  * and neither table is plain while Citus manages it.
  *
  *-------------------------------------------------------------------------
@@ -150,7 +150,6 @@ static InboxIndexHolds index_holds_compute(Oid index_oid,
 static InboxIndexHolds index_holds(Oid index_oid, const InboxObjects *objects,
 								   Oid state);
 static bool indexes_are_ours(Relation heap, const InboxObjects *objects);
-static bool managed_by_citus(Oid relation);
 static void objects_lookup(void);
 static Oid	objects_extension_schema(Oid *extension);
 
@@ -471,7 +470,7 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
 }
 
 /*
- * managed_by_citus
+ * inbox_managed_by_citus
  *		Does Citus manage this relation: a distributed table, a reference
  *		table or a Citus local table?  Then its rows are in shards, and the
  *		relation is a shell that only Citus's planner may read or write.
@@ -493,8 +492,8 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
  * to the workers), which empties the cache (objects_invalidate); taking
  * the inbox table's lock, as every call does, absorbs it.
  */
-static bool
-managed_by_citus(Oid relation)
+bool
+inbox_managed_by_citus(Oid relation)
 {
 	Oid			citus_tables;
 	Relation	rel;
@@ -637,8 +636,8 @@ objects_lookup(void)
 											 found.consumers_oid);
 
 	/* Whether their rows are here at all, or in Citus's shards. */
-	found.table_in_citus = managed_by_citus(table);
-	found.consumers_in_citus = managed_by_citus(found.consumers_oid);
+	found.table_in_citus = inbox_managed_by_citus(table);
+	found.consumers_in_citus = inbox_managed_by_citus(found.consumers_oid);
 
 	/*
 	 * Most invalidations (VACUUM, ANALYZE, ALTER TABLE) leave the objects as
