@@ -12,6 +12,8 @@
 #   make bench       set up, build, install, and compare inbox_claim with
 #                    what users write by hand (bench/results/)
 #   make bench-majors  the claim comparison on 15 and 18 side by side
+#   make bench-citus  claims through a Citus coordinator against the raw
+#                    statements through it (bench/citus)
 #   make e2e         exactly-once end to end: RabbitMQ, PgBouncer, consumers
 #                    killed mid-message, a database crash (e2e/README.md)
 #   make             build only (needs PostgreSQL's server headers)
@@ -87,7 +89,7 @@ $(OBJS): src/inbox.h src/compat.h
 
 # The newcomer's two commands.  Both install what is missing, build,
 # install, and run as an unprivileged user; see scripts/.
-.PHONY: demo test test-all test-citus bench bench-majors bench-prune bench-growth bench-robustness
+.PHONY: demo test test-all test-citus bench bench-majors bench-prune bench-growth bench-robustness bench-citus
 demo:
 	@scripts/demo
 
@@ -115,6 +117,9 @@ bench-growth:
 
 bench-robustness:
 	@bench/robustness
+
+bench-citus:
+	@bench/citus
 
 # The client examples (Python, Node, Java) and the PgBouncer checks,
 # against a throwaway server; see examples/README.md.
