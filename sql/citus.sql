@@ -26,7 +26,8 @@ SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 SET allow_system_table_mods = on;
 CREATE TABLE pg_catalog.pg_dist_partition (
 	logicalrelid regclass NOT NULL,
-	partmethod "char" NOT NULL
+	partmethod "char" NOT NULL,
+	repmodel "char" NOT NULL
 );
 CREATE TABLE pg_catalog.pg_dist_local_group (groupid integer NOT NULL);
 CREATE TABLE pg_catalog.pg_dist_shard (
@@ -52,7 +53,7 @@ SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 -- cached objects are looked up again, and the probe and every fast path
 -- decline.  The duplicate is answered by INSERT ... ON CONFLICT DO
 -- NOTHING, which draws the marker's id first.
-INSERT INTO pg_catalog.pg_dist_partition VALUES ('inbox'::regclass, 'h');
+INSERT INTO pg_catalog.pg_dist_partition VALUES ('inbox'::regclass, 'h', 's');
 ALTER TABLE inbox SET (fillfactor = 100);
 SELECT last_value AS seq_before FROM inbox_id_seq \gset
 BEGIN;
@@ -79,10 +80,19 @@ SELECT * FROM inbox_claim_many(ARRAY['c-4', 'c-1', 'c-3', 'c-2', 'c-4'], 'credit
 SELECT count(DISTINCT id) AS distinct_ids, count(*) FILTER (WHERE id >> 48 = 3) AS in_group_3
 FROM inbox WHERE message_id IN ('c-2', 'c-3', 'c-4');
 
+-- Two-phase calls and maintenance read the consumers' settings, which on
+-- a distributed inbox only a reference table gives every node alike:
+-- refused until inbox_consumers is one.
+SELECT inbox_begin('t-1', 'credit');
+SELECT inbox_prune();
+INSERT INTO pg_catalog.pg_dist_partition VALUES ('inbox_consumers'::regclass, 'n', 't');
+ALTER TABLE inbox_consumers SET (fillfactor = 100);
+
 -- Two-phase: a token has the group id in its low 10 bits.
 SELECT inbox_begin('t-1', 'credit', lease => '1 minute') & 1023 AS group_of_token;
 SELECT inbox_extend('t-1', 'credit', (SELECT token FROM inbox WHERE message_id = 't-1'), '2 minutes') AS extended;
 SELECT inbox_extend('t-1', 'credit', 12345, '2 minutes') AS stale_extended;
+SELECT inbox_complete('c-2', 'credit', 0) AS one_phase_marker_completed;
 SELECT inbox_complete('t-1', 'credit', (SELECT token FROM inbox WHERE message_id = 't-1')) AS completed;
 SELECT inbox_complete('t-1', 'credit', (SELECT token FROM inbox WHERE message_id = 't-1')) AS repeated;
 SELECT * FROM inbox_begin_outcome('t-1', 'credit');
@@ -136,9 +146,15 @@ DELETE FROM pg_catalog.pg_dist_placement;
 DELETE FROM pg_catalog.pg_dist_shard;
 DROP TABLE inbox_102008, inbox_102009;
 
--- inbox_consumers managed by Citus (a reference table): two-phase claims
--- still answer, with the consumer's lease.
-INSERT INTO pg_catalog.pg_dist_partition VALUES ('inbox_consumers'::regclass, 'n');
+-- A maintenance pass refuses shards Citus keeps several copies of (a
+-- reference table, or a replication factor above 1): each node would
+-- change its own copy.
+UPDATE pg_catalog.pg_dist_partition SET repmodel = 't' WHERE logicalrelid = 'inbox'::regclass;
+ALTER TABLE inbox SET (fillfactor = 100);
+SELECT inbox_reclaim();
+UPDATE pg_catalog.pg_dist_partition SET repmodel = 's' WHERE logicalrelid = 'inbox'::regclass;
+
+-- Two-phase claims take the consumer's lease from the reference table.
 \c
 SELECT inbox_configure('credit', lease => '5 minutes');
 SELECT inbox_begin('t-2', 'credit') IS NOT NULL AS begun;

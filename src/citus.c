@@ -20,21 +20,22 @@
  *	was distributed.
  *
  *	Tokens keep the group id in their low TOKENS_GROUP_BITS bits, below
- *	the node's own token (inbox_token_seq, with everything tokens.c makes
- *	it promise on that node).  Two nodes can never draw the same token.
- *	Order across nodes: a claim that takes a message over draws a token
- *	above the one it replaces (inbox_citus_token's above), moving this
- *	node's sequence up past the other node's count if it is behind, as a
- *	Lamport clock does.  So a message's tokens increase, whichever nodes
- *	its claims came through, but two tokens of different messages drawn on
- *	different nodes say nothing about which claim came first.
+ *	a count the node draws from its own inbox_token_seq (with everything
+ *	tokens.c makes it promise on that node).  Two nodes never draw the
+ *	same token.  A claim that takes a message over draws a token above the
+ *	one it replaces (inbox_citus_token's above), moving this node's
+ *	sequence up past the other node's count if it is behind
+ *	(inbox_tokens_draw_above), as a Lamport clock does.  So a message's
+ *	tokens increase whichever nodes its claims came through, but two
+ *	tokens of different messages drawn on different nodes say nothing
+ *	about which claim came first.
  *
- * Moving the sequence up is done with nextval, one value at a time, not
- * with setval: other sessions draw from it meanwhile, and a setval could
- * move it back below one of their tokens.  A node that is far behind the
- * one a message was last claimed through pays for the gap once; each
- * node's sequence only rises, so over time a node draws at most as many
- * values as the busiest node's count.
+ * What this does not cover: a node whose sequence was moved up into a
+ * later epoch than its own (another node's, after that one's failover or
+ * restore) and that then fails over to a standby that had not received
+ * the move may draw some of those counts again, for other messages; a
+ * message's own tokens still increase, since each takeover draws above
+ * the token its marker holds (docs/citus.md).
  *
  *-------------------------------------------------------------------------
  */
@@ -44,6 +45,7 @@
 #include "commands/sequence.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/builtins.h"
 
 #include "inbox.h"
 
@@ -53,17 +55,17 @@
 /* The group id in a token's low bits: up to 1023 groups. */
 #define TOKENS_GROUP_BITS	10
 
-static int32 citus_group(void);
 
 /*
- * citus_group
+ * inbox_citus_group
  *		This node's Citus group id, from pg_dist_local_group.
  *
- * Read at every call rather than cached: it is one row, and it changes
- * when the node joins a cluster, which nothing here would be told of.
+ * Read once per call of a function that needs it, rather than cached: it
+ * is one row, and it changes when the node joins a cluster, which nothing
+ * here would be told of.
  */
-static int32
-citus_group(void)
+int32
+inbox_citus_group(void)
 {
 	bool		isnull;
 	int32		group;
@@ -90,12 +92,17 @@ citus_group(void)
 
 /*
  * inbox_citus_marker_id
- *		A new marker's id, unique in the cluster.
+ *		A new marker's id, unique in the cluster; group is this node's
+ *		(inbox_citus_group).
+ *
+ * A value the identity sequence already gives in this group's range (if
+ * Citus ever moves it there, as it does for the sequences it manages) is
+ * taken as it is.
  */
 int64
-inbox_citus_marker_id(const InboxObjects *objects)
+inbox_citus_marker_id(const InboxObjects *objects, int32 group)
 {
-	int64		count;
+	int64		value;
 
 	if (!OidIsValid(objects->id_sequence_oid))
 		ereport(ERROR,
@@ -105,43 +112,108 @@ inbox_citus_marker_id(const InboxObjects *objects)
 				 errdetail("On a table Citus manages, inbox draws each marker's id itself.")));
 
 	/* as the executor draws an identity value: no privilege check */
-	count = nextval_internal(objects->id_sequence_oid, false);
-	if (count < 0 || count >= (INT64CONST(1) << IDS_GROUP_SHIFT))
+	value = nextval_internal(objects->id_sequence_oid, false);
+	if (value >= 0 && (value >> IDS_GROUP_SHIFT) == group)
+		return value;
+	if (value < 0 || value >= (INT64CONST(1) << IDS_GROUP_SHIFT))
 		ereport(ERROR,
 				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-				 errmsg("marker id " INT64_FORMAT " does not fit below this node's Citus group id",
-						count)));
-	return ((int64) citus_group() << IDS_GROUP_SHIFT) | count;
+				 errmsg("marker id " INT64_FORMAT " does not fit below this node's Citus group id %d",
+						value, group)));
+	return ((int64) group << IDS_GROUP_SHIFT) | value;
 }
 
 /*
  * inbox_citus_token
  *		A new token, unique in the cluster and greater than above (the
- *		token of the claim it replaces, or 0).
+ *		token of the claim it replaces, or 0); group is this node's.
  *
  * The caller has called inbox_tokens_check, and calls inbox_tokens_drawn
  * before any client sees the token.
  */
 int64
-inbox_citus_token(const InboxObjects *objects, int64 above)
+inbox_citus_token(const InboxObjects *objects, int32 group, int64 above)
 {
-	int64		group = citus_group();
+	const int64 max_count = PG_INT64_MAX >> TOKENS_GROUP_BITS;
 	int64		floor = above >> TOKENS_GROUP_BITS;
 	int64		count;
 
-	/* nextval's own privilege check, as the statements' nextval made */
-	do
-	{
-		CHECK_FOR_INTERRUPTS();
-		count = nextval_internal(objects->token_sequence_oid, true);
-	} while (count <= floor);
-
-	if (count > (PG_INT64_MAX >> TOKENS_GROUP_BITS))
+	if (floor >= max_count)
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("no token is left above " INT64_FORMAT, above),
+				 errdetail("On Citus, a token holds a count below " INT64_FORMAT " and the node's group id.",
+						   max_count)));
+	count = inbox_tokens_draw_above(objects->token_sequence_oid, floor);
+	if (count > max_count)
 		ereport(ERROR,
 				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
 				 errmsg("token " INT64_FORMAT " does not fit beside a Citus group id",
 						count)));
 	return (count << TOKENS_GROUP_BITS) | group;
+}
+
+/*
+ * inbox_citus_check_consumers
+ *		Refuse to read a consumer's settings from a node's own
+ *		inbox_consumers while the inbox table is distributed.
+ *
+ * Each node would read its own copy, which inbox_configure on another node
+ * never wrote: a worker would prune with the default retention (deleting
+ * markers a consumer keeps longer, so their messages are processed again)
+ * and give the default lease and attempts.
+ */
+void
+inbox_citus_check_consumers(const InboxObjects *objects)
+{
+	if (objects->table_in_citus && !objects->consumers_in_citus)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s.%s\" is distributed but \"%s\" is not a reference table",
+						NameStr(objects->schema_name), INBOX_TABLE_NAME,
+						INBOX_CONSUMERS_NAME),
+				 errdetail("Every node must read the settings inbox_configure writes."),
+				 errhint("Run SELECT create_reference_table('%s.%s') on the coordinator.",
+						 quote_identifier(NameStr(objects->schema_name)),
+						 INBOX_CONSUMERS_NAME)));
+}
+
+/*
+ * citus_check_placements
+ *		Refuse to run a maintenance pass over shards that have several
+ *		placements (a reference table, or a replication factor above 1):
+ *		each node would change its own copy by itself, on its own clock,
+ *		and the copies would differ.
+ */
+static void
+citus_check_placements(const InboxObjects *objects)
+{
+	Oid			argtypes[] = {REGCLASSOID};
+	Datum		values[1];
+	bool		single = false;
+
+	values[0] = ObjectIdGetDatum(objects->table_oid);
+	SPI_connect();
+	if (SPI_execute_with_args("SELECT repmodel" INBOX_EQ "'s' FROM pg_catalog.pg_dist_partition"
+							  " WHERE logicalrelid" INBOX_EQ "$1",
+							  1, argtypes, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read Citus's table of distributed tables");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		single = !isnull && DatumGetBool(value);
+	}
+	SPI_finish();
+	if (!single)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("inbox cannot maintain table \"%s.%s\": Citus keeps more than one copy of its shards",
+						NameStr(objects->schema_name), INBOX_TABLE_NAME),
+				 errdetail("Each node's passes change the copies on that node, so the copies would differ."),
+				 errhint("Distribute it with create_distributed_table and citus.shard_replication_factor = 1, not as a reference table.")));
 }
 
 /*
@@ -209,8 +281,9 @@ inbox_pass_target(const InboxObjects *objects, InboxPassPosition *position,
 	}
 	if (position->shard == INBOX_PASS_NO_SHARD)
 		return false;
-	if (objects->consumers_in_citus)
-		consumers_shard = citus_local_shard(objects->consumers_oid, 0);
+	inbox_citus_check_consumers(objects);
+	citus_check_placements(objects);
+	consumers_shard = citus_local_shard(objects->consumers_oid, 0);
 
 	for (;;)
 	{

@@ -286,7 +286,7 @@ claim_insert_citus(const InboxObjects *objects, text *message_id,
 					  " RETURNING 1",
 					  4, argtypes);
 
-	values[0] = Int64GetDatum(inbox_citus_marker_id(objects));
+	values[0] = Int64GetDatum(inbox_citus_marker_id(objects, inbox_citus_group()));
 	values[1] = PointerGetDatum(message_id);
 	values[2] = PointerGetDatum(consumer);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
@@ -537,6 +537,7 @@ claim_insert_many_citus(const InboxObjects *objects, Datum *ids, int nids,
 {
 	Datum	   *claimed = palloc(sizeof(Datum) * nids);
 	int			nclaimed = 0;
+	int32		group = inbox_citus_group();
 
 	SPI_connect();
 	for (int first = 0; first < nids; first += CLAIM_MANY_CITUS_ROWS)
@@ -564,7 +565,7 @@ claim_insert_many_citus(const InboxObjects *objects, Datum *ids, int nids,
 			appendStringInfo(&query, "%s($%d, $%d, $1, 'processed', $2, $2)",
 							 row > 0 ? ", " : " ", arg + 1, arg + 2);
 			argtypes[arg] = INT8OID;
-			values[arg] = Int64GetDatum(inbox_citus_marker_id(objects));
+			values[arg] = Int64GetDatum(inbox_citus_marker_id(objects, group));
 			argtypes[arg + 1] = TEXTOID;
 			values[arg + 1] = ids[first + row];
 		}

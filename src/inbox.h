@@ -384,6 +384,7 @@ extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
 /* tokens.c */
 extern void inbox_tokens_check(Oid sequence);
 extern void inbox_tokens_drawn(Oid sequence, int64 largest);
+extern int64 inbox_tokens_draw_above(Oid sequence, int64 floor);
 
 /*
  * What a begin found, and what the consumer should do about it.  Every
@@ -424,8 +425,11 @@ extern void inbox_citus_next(const InboxObjects *objects, text *consumer,
 							 ReturnSetInfo *rsinfo);
 
 /* citus.c */
-extern int64 inbox_citus_marker_id(const InboxObjects *objects);
-extern int64 inbox_citus_token(const InboxObjects *objects, int64 above);
+extern int32 inbox_citus_group(void);
+extern int64 inbox_citus_marker_id(const InboxObjects *objects, int32 group);
+extern int64 inbox_citus_token(const InboxObjects *objects, int32 group,
+							   int64 above);
+extern void inbox_citus_check_consumers(const InboxObjects *objects);
 extern bool inbox_pass_target(const InboxObjects *objects,
 							  InboxPassPosition *position,
 							  InboxObjects *target);

@@ -562,6 +562,51 @@ inbox_tokens_drawn(Oid sequence, int64 largest)
 }
 
 /*
+ * inbox_tokens_draw_above
+ *		Draw a token greater than floor, moving the sequence up to floor
+ *		first if it is behind: for a cluster whose nodes each draw from a
+ *		sequence of their own (citus.c), a takeover's token must exceed
+ *		one another node drew.
+ *
+ * With setval, in one step, not with nextval up to floor: the gap can be
+ * a whole epoch (2^44 values) after another node's failover.  setval
+ * could move the sequence back below a token drawn concurrently, so every
+ * draw through this function holds a session ShareUpdateExclusiveLock on
+ * the sequence, which serializes them and conflicts with no lock nextval
+ * or another transaction holds; held for the draw only, never while
+ * waiting for anything else, so it deadlocks with nothing.  While Citus
+ * manages the table, every draw of its tokens comes through here.
+ *
+ * The caller has called inbox_tokens_check, and calls inbox_tokens_drawn
+ * before any client sees the token.
+ */
+int64
+inbox_tokens_draw_above(Oid sequence, int64 floor)
+{
+	LockRelId	lockid;
+	volatile int64 value = 0;
+
+	lockid.relId = sequence;
+	lockid.dbId = MyDatabaseId;
+	LockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
+	PG_TRY();
+	{
+		value = nextval_internal(sequence, true);
+		if (value <= floor)
+		{
+			tokens_setval(sequence, floor, true);
+			value = nextval_internal(sequence, true);
+		}
+	}
+	PG_FINALLY();
+	{
+		UnlockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
+	}
+	PG_END_TRY();
+	return value;
+}
+
+/*
  * tokens_raise_reserve
  *		Make the ceiling above largest durable, raising it if it is not
  *		above; returns the ceiling.

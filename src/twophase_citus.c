@@ -53,7 +53,15 @@
 
 /* The claim named by $1 (message_id), $2 (consumer) and $3 (token). */
 #define KEY_IS " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
-#define CLAIM_WITH_TOKEN KEY_IS " AND COALESCE(token, 0)" INBOX_EQ "$3"
+#define CLAIM_WITH_TOKEN KEY_IS " AND token" INBOX_EQ "$3"
+
+/*
+ * The marker as step 1 read it: with the token it had then, 0 for none
+ * (a one-phase marker, or one written by hand), so that a takeover's
+ * condition matches it.  Never for extend, complete or fail: a caller's
+ * token 0 names no claim.
+ */
+#define MARKER_AS_READ KEY_IS " AND COALESCE(token, 0)" INBOX_EQ "$3"
 
 /*
  * Claim states, tested with an immutable CASE: Citus refuses the
@@ -111,8 +119,9 @@ static void citus_settings(const InboxObjects *objects, text *consumer,
 static TimestampTz citus_lease_end(TimestampTz now, Interval *lease);
 static void citus_read(const InboxObjects *objects, text *message_id,
 					   text *consumer, CitusMarker *marker);
-static bool citus_take(const InboxObjects *objects, text *message_id,
-					   text *consumer, int64 old_token, TimestampTz now,
+static bool citus_take(const InboxObjects *objects, int32 group,
+					   text *message_id, text *consumer, int64 old_token,
+					   TimestampTz now,
 					   const CitusSettings *settings, Datum payload,
 					   int64 *token, int32 *attempts, Datum *payload_out,
 					   bool *payload_null);
@@ -134,6 +143,7 @@ citus_settings(const InboxObjects *objects, text *consumer, Interval *lease,
 	SPIPlanPtr	plan;
 	Datum		values[1];
 
+	inbox_citus_check_consumers(objects);
 	settings->lease = lease ? lease : inbox_default_lease();
 	settings->max_attempts = inbox_max_attempts;
 
@@ -217,8 +227,9 @@ citus_read(const InboxObjects *objects, text *message_id, text *consumer,
  *		with the new token, attempts and payload, if it did.
  */
 static bool
-citus_take(const InboxObjects *objects, text *message_id, text *consumer,
-		   int64 old_token, TimestampTz now, const CitusSettings *settings,
+citus_take(const InboxObjects *objects, int32 group, text *message_id,
+		   text *consumer, int64 old_token, TimestampTz now,
+		   const CitusSettings *settings,
 		   Datum payload, int64 *token, int32 *attempts, Datum *payload_out,
 		   bool *payload_null)
 {
@@ -235,7 +246,7 @@ citus_take(const InboxObjects *objects, text *message_id, text *consumer,
 					  "UPDATE %1$s.inbox SET state = 'claimed', token = $4,"
 					  " lease_until = $5, attempts = attempts" INBOX_PLUS "1,"
 					  " processed_at = NULL, payload = COALESCE($6, payload)"
-					  CLAIM_WITH_TOKEN TAKEABLE("$7")
+					  MARKER_AS_READ TAKEABLE("$7")
 					  " AND attempts" INBOX_LT "$8"
 					  " RETURNING token, attempts, payload",
 					  8, argtypes);
@@ -244,7 +255,7 @@ citus_take(const InboxObjects *objects, text *message_id, text *consumer,
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = Int64GetDatum(old_token);
-	values[3] = Int64GetDatum(inbox_citus_token(objects, old_token));
+	values[3] = Int64GetDatum(inbox_citus_token(objects, group, old_token));
 	values[4] = TimestampTzGetDatum(citus_lease_end(now, settings->lease));
 	values[5] = payload;
 	nulls[5] = payload == (Datum) 0 ? 'n' : ' ';
@@ -301,9 +312,11 @@ inbox_citus_begin(const InboxObjects *objects, text *message_id,
 	TEXTOID, JSONBOID, INT4OID};
 	CitusSettings settings;
 	bool		drew = false;
+	int32		group;
 
 	memset(result, 0, sizeof(*result));
 	inbox_tokens_check(objects->token_sequence_oid);
+	group = inbox_citus_group();
 	SPI_connect();
 	citus_settings(objects, consumer, lease, &settings);
 
@@ -331,11 +344,11 @@ inbox_citus_begin(const InboxObjects *objects, text *message_id,
 							  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME
 							  " DO NOTHING RETURNING token",
 							  7, insert_types);
-			values[0] = Int64GetDatum(inbox_citus_marker_id(objects));
+			values[0] = Int64GetDatum(inbox_citus_marker_id(objects, group));
 			values[1] = PointerGetDatum(message_id);
 			values[2] = PointerGetDatum(consumer);
 			values[3] = TimestampTzGetDatum(now);
-			values[4] = Int64GetDatum(inbox_citus_token(objects, 0));
+			values[4] = Int64GetDatum(inbox_citus_token(objects, group, 0));
 			values[5] = TimestampTzGetDatum(citus_lease_end(now, settings.lease));
 			values[6] = payload;
 			nulls[6] = payload == (Datum) 0 ? 'n' : ' ';
@@ -384,8 +397,8 @@ inbox_citus_begin(const InboxObjects *objects, text *message_id,
 			int32		attempts;
 
 			drew = true;
-			if (citus_take(objects, message_id, consumer, marker.token, now,
-						   &settings, payload, &result->token, &attempts,
+			if (citus_take(objects, group, message_id, consumer, marker.token,
+						   now, &settings, payload, &result->token, &attempts,
 						   NULL, NULL))
 			{
 				result->outcome = attempts == 1 ?
@@ -402,7 +415,7 @@ inbox_citus_begin(const InboxObjects *objects, text *message_id,
 						  " payload = COALESCE($6, payload),"
 						  " last_error = CASE WHEN " STATE_TEST("claimed")
 						  " THEN $5 ELSE last_error END"
-						  CLAIM_WITH_TOKEN TAKEABLE("$4")
+						  MARKER_AS_READ TAKEABLE("$4")
 						  " AND attempts" INBOX_GE "$7",
 						  7, fail_types);
 		values[0] = PointerGetDatum(message_id);
@@ -561,8 +574,10 @@ inbox_citus_next(const InboxObjects *objects, text *consumer,
 	SPITupleTable *candidates;
 	uint64		ncandidates;
 	bool		drew = false;
+	int32		group;
 
 	inbox_tokens_check(objects->token_sequence_oid);
+	group = inbox_citus_group();
 	SPI_connect();
 	citus_settings(objects, consumer, lease, &settings);
 	plan = inbox_plan(&candidates_plan, objects,
@@ -594,7 +609,7 @@ inbox_citus_next(const InboxObjects *objects, text *consumer,
 		int32		attempts;
 
 		drew = true;
-		if (!citus_take(objects, message_id, consumer, old_token, now,
+		if (!citus_take(objects, group, message_id, consumer, old_token, now,
 						&settings, (Datum) 0, &token, &attempts,
 						&columns[3], &nulls[3]))
 			continue;
