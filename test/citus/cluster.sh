@@ -7,8 +7,9 @@
 # workers in a temporary directory, as the unprivileged server user,
 # each with shared_preload_libraries = 'citus,inbox'; citus_join adds the
 # workers (their metadata synced: each can route queries, MX);
-# readme_citus_sql runs the README's "Scaling out with Citus" blocks, so
-# that the cluster is set up exactly as users are told to.  Everything
+# readme_citus_sql and citus_doc_sql give the SQL blocks of the README's
+# "Scaling out with Citus" and of docs/citus.md, so that the cluster is
+# set up, and checked, exactly as users are told to.  Everything
 # started is stopped by pid on exit or interrupt.
 #
 # Environment: PG_CONFIG, what scripts/build-citus reads, INBOX_CITUS_KEEP=1
@@ -192,13 +193,19 @@ citus_join() {
 	EOF
 }
 
-# readme_citus_sql FIRST [LAST]: the README section "Scaling out with
-# Citus"'s sql blocks FIRST to LAST (from 1; LAST defaults to FIRST),
-# each block's text as it is.
-readme_citus_sql() {
-	awk -v first="$1" -v last="${2:-$1}" '
-		/^## / { inside = ($0 == "## Scaling out with Citus") }
-		inside && /^```sql$/ { block++; keep = (block >= first && block <= last); next }
-		inside && /^```$/ { keep = 0; next }
-		keep { print }' "$TOP/README.md"
+# doc_sql FILE SECTION FIRST [LAST]: the sql blocks FIRST to LAST (from 1;
+# LAST defaults to FIRST) of FILE, under its heading "## SECTION" (the
+# whole file when SECTION is empty), each block's text as it is (a block
+# indented in a list loses its indentation).
+doc_sql() {
+	awk -v section="$2" -v first="$3" -v last="${4:-$3}" '
+		BEGIN { inside = (section == "") }
+		section != "" && /^## / { inside = ($0 == "## " section) }
+		inside && /^ *```sql$/ { block++; keep = (block >= first && block <= last); next }
+		inside && /^ *```$/ { keep = 0; next }
+		keep { sub(/^  /, ""); print }' "$1"
 }
+# readme_citus_sql FIRST [LAST]: the README's "Scaling out with Citus" blocks.
+readme_citus_sql() { doc_sql "$TOP/README.md" "Scaling out with Citus" "$@"; }
+# citus_doc_sql FIRST [LAST]: docs/citus.md's blocks.
+citus_doc_sql() { doc_sql "$TOP/docs/citus.md" "" "$@"; }
