@@ -48,9 +48,13 @@ OBJS = \
 	src/shmem.o
 
 # The install script is built from inbox.sql; every upgrade script
-# (inbox--A--B.sql, committed as written) is installed as it is.
+# (inbox--A--B.sql, committed as written) is installed as it is, and so is
+# the install script of every earlier release, as it shipped
+# (test/upgrade/), so that CREATE EXTENSION inbox VERSION 'A' works and
+# t/041_extension_update.pl can update from each.
 DATA_built = inbox--$(EXTVERSION).sql
-DATA = $(wildcard inbox--*--*.sql)
+DATA = $(wildcard inbox--*--*.sql) \
+	$(filter-out test/upgrade/inbox--$(EXTVERSION).sql,$(wildcard test/upgrade/inbox--*.sql))
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.

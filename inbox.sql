@@ -1,4 +1,4 @@
-/* inbox.sql: install script of the inbox extension (built into inbox--1.0.sql) */
+/* inbox.sql: install script of the inbox extension (built into inbox--<default_version>.sql) */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION inbox" to load this file. \quit

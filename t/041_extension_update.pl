@@ -1,0 +1,103 @@
+# ALTER EXTENSION inbox UPDATE, from every release to this one.
+#
+# test/upgrade/ keeps the install script of every release as it shipped
+# (inbox--X.Y.Z.sql), and the Makefile installs those older than
+# default_version, so that CREATE EXTENSION inbox VERSION 'X.Y.Z' makes a
+# database as that release did.  For each:
+#
+#  - a database made at that release gets markers, a live two-phase claim
+#    and a history of tokens, then ALTER EXTENSION inbox UPDATE;
+#  - its schema (pg_dump --schema-only) must equal a fresh install's;
+#  - the markers still answer (a duplicate is false), the live claim
+#    completes with its token, and the next token is above every old one.
+#
+# And the release being made is frozen: while default_version names a
+# release kept in test/upgrade/, inbox.sql must be that file, byte for
+# byte; a change to the SQL needs a new version and its upgrade script
+# (CONTRIBUTING.md, Releasing).  A new version with no upgrade script from
+# the last release fails here, at the update.
+use strict;
+use warnings;
+
+use File::Basename;
+use FindBin;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $top = "$FindBin::RealBin/..";
+my ($current) = slurp_file("$top/inbox.control") =~ /^default_version = '([^']+)'/m;
+die "no default_version in inbox.control" unless defined $current;
+
+# Versions as numbers, for their order.
+sub version_key { return sprintf('%05d' x 3, split(/\./, $_[0])); }
+
+my @releases = sort { version_key($a) cmp version_key($b) }
+  map { /inbox--(\d+\.\d+\.\d+)\.sql$/ ? $1 : () } glob("$top/test/upgrade/inbox--*.sql");
+ok(scalar(@releases) > 0, 'test/upgrade/ keeps the install script of at least one release');
+
+# The release being made, if it is kept: inbox.sql is what it ships.
+if (grep { $_ eq $current } @releases)
+{
+	is(slurp_file("$top/inbox.sql"), slurp_file("$top/test/upgrade/inbox--$current.sql"),
+		"inbox.sql is release ${current}'s install script as kept in test/upgrade/ (a change needs a new version)");
+}
+else
+{
+	ok(-f "$top/inbox--" . $releases[-1] . "--$current.sql",
+		"an upgrade script from the last release, $releases[-1], to $current");
+}
+
+my $node = PostgreSQL::Test::Cluster->new('update');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'inbox'\ninbox.naptime = 3600\n");
+$node->start;
+
+# schema DB: the database's schema as pg_dump writes it, normalised.  In
+# binary-upgrade mode, which dumps each of the extension's objects (a
+# plain dump says only CREATE EXTENSION), without what differs between
+# any two databases with the same schema: OIDs and transaction ids
+# pg_upgrade would carry over, sequences' positions (data, not schema),
+# the dump's own name and its random \restrict key.
+sub schema
+{
+	my ($db) = @_;
+	my ($stdout, $stderr);
+	$node->run_log([ 'pg_dump', '--schema-only', '--binary-upgrade', '--no-owner', '-d', $db ],
+		'>', \$stdout, '2>', \$stderr)
+	  or die "pg_dump of $db failed: $stderr";
+	my @lines = grep {
+		!/^-- Dumped (from|by)|^\\(un)?restrict |binary_upgrade_set_next_|^-- For binary upgrade, must preserve|^SET relfrozenxid|^SELECT pg_catalog\.setval\(/
+	} split(/\n/, $stdout);
+	s/'\{[0-9,]*\}'/'{oids}'/g foreach @lines;
+	s/WHERE oid = '[0-9]+'/WHERE oid = 'oid'/ foreach @lines;
+	return join("\n", @lines);
+}
+
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION inbox');
+my $fresh = schema('fresh');
+
+foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
+{
+	my $db = "from_" . ($from =~ s/\./_/gr);
+
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION inbox VERSION '$from'");
+	$node->safe_psql($db, q{SELECT inbox_claim('m-1', 'credit')});
+	my $old_token = $node->safe_psql($db, q{SELECT inbox_begin('t-1', 'mail', lease => '1 hour')});
+
+	$node->safe_psql($db, 'ALTER EXTENSION inbox UPDATE');
+	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'inbox'"),
+		$current, "$from: updated to $current");
+	is(schema($db), $fresh, "$from: the updated schema is a fresh install's");
+	is($node->safe_psql($db, q{SELECT inbox_claim('m-1', 'credit')}), 'f',
+		"$from: a marker made before the update still answers");
+	is($node->safe_psql($db, "SELECT inbox_complete('t-1', 'mail', $old_token)"), 't',
+		"$from: the claim begun before the update completes with its token");
+	ok($node->safe_psql($db, q{SELECT inbox_begin('t-2', 'mail')}) > $old_token,
+		"$from: a token drawn after the update is above every token before it");
+}
+
+$node->stop;
+done_testing();
