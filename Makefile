@@ -20,6 +20,17 @@
 #   make install     install into the PostgreSQL that pg_config names
 #   make installcheck  run the tests against the installed extension; each
 #                    suite starts its own throwaway server (never run as root)
+#
+# Releases (from what HEAD commits; the version is inbox.control's):
+#   make deb         the Debian package postgresql-<major>-inbox, built by
+#                    dpkg-buildpackage with pg_buildext in a scratch copy,
+#                    checked by lintian, into build/deb/ (scripts/deb)
+#   make test-deb    install that package (as root, apt-get) and run the
+#                    regression tests against it, preloaded (scripts/test-deb)
+#   make check-meta  META.json against the PGXN Meta Spec, inbox.control,
+#                    CHANGELOG.md and debian/changelog (scripts/check-meta)
+#   make dist        the PGXN archive build/dist/inbox-<version>.zip
+#                    (git archive; after check-meta)
 
 EXTENSION = inbox
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" inbox.control)
@@ -136,3 +147,23 @@ examples:
 .PHONY: e2e
 e2e:
 	@e2e/run
+
+# Releases; see the header.  build/ holds what they make (git-ignored).
+.PHONY: deb test-deb check-meta dist
+deb:
+	@scripts/deb
+
+test-deb:
+	@scripts/test-deb
+
+check-meta:
+	@scripts/check-meta
+
+dist: check-meta
+	@if [ -n "$$(git status --porcelain --untracked-files=no)" ]; then \
+		echo "warning: uncommitted changes are not in the archive (it is made from HEAD)"; \
+	fi
+	@mkdir -p build/dist
+	git archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
+		--output=build/dist/$(EXTENSION)-$(EXTVERSION).zip HEAD
+	@echo "build/dist/$(EXTENSION)-$(EXTVERSION).zip"
