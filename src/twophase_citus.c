@@ -31,8 +31,8 @@
  * token it replaces, so a message's tokens increase whichever node each
  * call comes through (citus.c).
  *
- * Differences from the single-server functions (README, Scaling out with
- * Citus): inbox_next waits for a row another sweeper is taking rather than
+ * Differences from the single-server functions (docs/citus.md):
+ * inbox_next waits for a row another sweeper is taking rather than
  * skipping it, and returns a claim it lost to that sweeper as not taken
  * (it may return fewer than max while more were due); it returns the
  * oldest by marker id, which on Citus is ordered per node.  Leases run on
