@@ -160,8 +160,9 @@ check-meta:
 	@scripts/check-meta
 
 dist: check-meta
-	@if [ -n "$$(git status --porcelain --untracked-files=no)" ]; then \
-		echo "warning: uncommitted changes are not in the archive (it is made from HEAD)"; \
+	@if [ -n "$$(git status --porcelain)" ]; then \
+		echo "error: the archive is made from HEAD: commit (or remove) the changes first"; \
+		git status --short; exit 1; \
 	fi
 	@mkdir -p build/dist
 	git archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ \
