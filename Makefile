@@ -46,9 +46,7 @@ OBJS = \
 	src/guard.o \
 	src/probe.o \
 	src/claim.o \
-	src/marker.o \
 	src/twophase.o \
-	src/twophase_fast.o \
 	src/twophase_citus.o \
 	src/tokens.o \
 	src/citus.o \
@@ -69,15 +67,15 @@ DATA = $(wildcard inbox--*--*.sql) \
 
 # Regress and isolation tests bring their own server, with the library
 # preloaded, so that installcheck never touches a user's cluster.
-REGRESS = objects dba partition bounds security fuzz claim claim_many marker claim_errors privileges search_path cache \
-	twophase twophase_fast sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
-	tokens citus
+REGRESS = objects dba partition bounds security fuzz claim claim_many claim_indexes claim_errors privileges search_path cache \
+	twophase twophase_indexes sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
+	tokens citus executor
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
 	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard \
-	tokens-sessions
+	tokens-sessions vacuum-claim-wait tokens-takeover-above
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

@@ -1,6 +1,6 @@
 --
 -- A table Citus manages is a shell: its rows are in shards, which Citus's
--- planner sends every statement to, so no fast path may read or write it
+-- planner sends every statement to, so the probe must not read it
 -- (src/objects.c, inbox_managed_by_citus).  The extension learns it from
 -- pg_catalog.pg_dist_partition, Citus's table of the relations it manages,
 -- without linking against Citus.  Here tables of Citus's names stand in
@@ -12,7 +12,7 @@
 --
 CREATE EXTENSION inbox;
 
--- No pg_dist_partition: the fast path.  A duplicate costs nothing.
+-- No pg_dist_partition: the probe answers.  A duplicate costs nothing.
 SELECT inbox_claim('c-1', 'credit') AS new;
 SELECT last_value AS seq_before FROM inbox_id_seq \gset
 BEGIN;
@@ -22,7 +22,7 @@ COMMIT;
 SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 
 -- Citus's tables, as Citus creates them (the columns that matter here),
--- with no row for inbox yet: still the fast path.  This node is group 3.
+-- with no row for inbox yet: still the probe.  This node is group 3.
 SET allow_system_table_mods = on;
 CREATE TABLE pg_catalog.pg_dist_partition (
 	logicalrelid regclass NOT NULL,
@@ -50,9 +50,9 @@ SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 
 -- create_distributed_table adds the row and invalidates the table's
 -- relcache entry (an ALTER TABLE stands in for that here): the session's
--- cached objects are looked up again, and the probe and every fast path
--- decline.  The duplicate is answered by INSERT ... ON CONFLICT DO
--- NOTHING, which draws the marker's id first.
+-- cached objects are looked up again, and the probe does not run.  The
+-- duplicate is answered by INSERT ... ON CONFLICT DO NOTHING, which draws
+-- the marker's id first.
 INSERT INTO pg_catalog.pg_dist_partition VALUES ('inbox'::regclass, 'h', 's');
 ALTER TABLE inbox SET (fillfactor = 100);
 SELECT last_value AS seq_before FROM inbox_id_seq \gset
@@ -70,8 +70,8 @@ SELECT pg_current_xact_id()::text::bigint - :xid_before - 1 AS xids_used;
 SELECT id >> 48 AS group_of_id, id & ((1::bigint << 48) - 1) > 0 AS count_of_id
 FROM inbox WHERE message_id = 'c-2';
 
--- A new session finds it too.  The statements answer as the fast paths
--- do; the batch returns its ids sorted.
+-- A new session finds it too.  The statements answer as the others do;
+-- the batch returns its ids sorted.
 \c
 SELECT last_value AS seq_before FROM inbox_id_seq \gset
 SELECT inbox_claim('c-1', 'credit') AS duplicate;
@@ -161,7 +161,7 @@ SELECT inbox_begin('t-2', 'credit') IS NOT NULL AS begun;
 SELECT lease_until - received_at AS lease FROM inbox WHERE message_id = 't-2';
 
 -- Citus undistributed them (undistribute_table deletes the rows, and
--- invalidates): the fast path again.
+-- invalidates): the probe again.
 DELETE FROM pg_catalog.pg_dist_partition;
 ALTER TABLE inbox RESET (fillfactor);
 SELECT last_value AS seq_before FROM inbox_id_seq \gset
@@ -169,7 +169,7 @@ SELECT inbox_claim('c-1', 'credit') AS duplicate;
 SELECT last_value = :seq_before AS no_identity_consumed FROM inbox_id_seq;
 
 -- A table of that name without Citus's column cannot be told apart from
--- a changed Citus: the fast paths decline.
+-- a changed Citus: the probe does not run.
 DROP TABLE pg_catalog.pg_dist_partition;
 SET allow_system_table_mods = on;
 CREATE TABLE pg_catalog.pg_dist_partition (relation oid);

@@ -35,18 +35,32 @@ SELECT inbox_claim('m-2', 'credit') AS new_then_duplicate_same_xact;
 SELECT * FROM inbox_claim_many(ARRAY['m-2', 'm-3'], 'credit');
 RESET ROLE;
 
--- inbox_claim_many needs the key columns' SELECT as well, under every
--- isolation level alike (its SQL path returns the ids it inserted).
+-- Both claims need the key columns' SELECT as well (README,
+-- "Privileges"), under every isolation level alike: INSERT ... ON CONFLICT
+-- reads its arbiter's columns, and inbox_claim_many returns the ids it
+-- inserted.  With it, they work.
 CREATE ROLE regress_inbox_insert_only;
 GRANT EXECUTE ON FUNCTION inbox_claim(text, text),
 	inbox_claim_many(text[], text) TO regress_inbox_insert_only;
 GRANT INSERT ON inbox TO regress_inbox_insert_only;
 SET ROLE regress_inbox_insert_only;
-SELECT inbox_claim('m-4', 'credit') AS insert_is_enough;
+\set VERBOSITY terse
+SELECT inbox_claim('m-4', 'credit') AS insert_is_not_enough;
 SELECT * FROM inbox_claim_many(ARRAY['m-5'], 'credit');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_claim('m-4', 'credit') AS insert_is_not_enough;
+ROLLBACK;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM inbox_claim_many(ARRAY['m-5'], 'credit');
 ROLLBACK;
+\set VERBOSITY default
+RESET ROLE;
+GRANT SELECT (message_id, consumer) ON inbox TO regress_inbox_insert_only;
+SET ROLE regress_inbox_insert_only;
+SELECT inbox_claim('m-4', 'credit') AS claimed, inbox_claim('m-4', 'credit') AS duplicate;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_claim('m-5', 'credit') AS claimed, inbox_claim('m-5', 'credit') AS duplicate;
+COMMIT;
 RESET ROLE;
 DROP OWNED BY regress_inbox_insert_only;
 DROP ROLE regress_inbox_insert_only;

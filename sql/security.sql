@@ -91,12 +91,13 @@ SELECT inbox_claim('m-7', 'credit');
 ALTER FUNCTION inbox_retention_is_valid(interval) OWNER TO CURRENT_USER;
 SELECT inbox_claim('m-7', 'credit') AS claimed;
 
--- A role with INSERT on the marker's columns only may claim, as it may
--- insert: the INSERT checks its column privileges.
+-- A role with INSERT on the marker's columns only (and SELECT on the key,
+-- which ON CONFLICT reads) may claim, as it may insert: the INSERT checks
+-- its column privileges.
 CREATE ROLE regress_inbox_columns;
 GRANT EXECUTE ON FUNCTION inbox_claim(text, text) TO regress_inbox_columns;
-GRANT INSERT (message_id, consumer, state, received_at, processed_at)
-	ON inbox TO regress_inbox_columns;
+GRANT INSERT (message_id, consumer, state, received_at, processed_at),
+	SELECT (message_id, consumer) ON inbox TO regress_inbox_columns;
 SET ROLE regress_inbox_columns;
 SELECT inbox_claim('m-8', 'credit') AS claimed;
 SELECT inbox_claim('m-8', 'credit') AS duplicate;

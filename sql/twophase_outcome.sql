@@ -92,8 +92,7 @@ SELECT consumer, max_attempts FROM inbox_configure('push', max_attempts => 1);
 SELECT outcome, token, retry_after FROM inbox_begin_outcome('m-6', 'push');
 SELECT state, attempts, last_error FROM inbox WHERE message_id = 'm-6';
 
--- The statement path (taken under REPEATABLE READ, where the fast path
--- does not run) gives the same answers: claimed for a new message, then
+-- Under REPEATABLE READ the same answers: claimed for a new message, then
 -- busy, taken_over, processed.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT outcome, token > 0 AS has_token, retry_after FROM inbox_begin_outcome('r-1', 'email');

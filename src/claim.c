@@ -9,46 +9,44 @@
  * the winner among concurrent claimers; this file only has to read that
  * verdict correctly and cheaply.
  *
- * Under READ COMMITTED, on the table as inbox.sql created it, both functions
- * write markers through the table and index access methods (marker.c): one
- * probe of the key index with a dirty snapshot, then a speculative insert,
- * the protocol of INSERT ... ON CONFLICT DO NOTHING.  No subtransaction, no
- * SPI.  Otherwise they take the SQL path below.
+ * Every marker is written by an INSERT statement, planned once per backend
+ * and kept (inbox_plan), so that the executor makes every check a user's
+ * INSERT gets: privileges, row-level security, triggers, constraints,
+ * every index, replica identity, read-only transactions.  inbox_claim takes
+ * two steps:
  *
- * On the SQL path, inbox_claim takes two steps:
+ *	1. The probe (probe.c): a read of the key index with the caller's active
+ *	   snapshot.  A marker that is visible (committed by someone else, or
+ *	   written earlier in this transaction) answers false at the cost of one
+ *	   index lookup: no subtransaction, no XID, no dead tuple, no identity
+ *	   value consumed.  Anything else, a marker in progress among it, is
+ *	   left to the statement; the probe never waits.
  *
- *	1. A probe of the key index with the caller's active snapshot.  A marker
- *	   that is visible (committed by someone else, or written earlier in this
- *	   transaction) answers false at the cost of one index lookup: no
- *	   subtransaction, no XID, no dead tuple, no identity value consumed.
+ *	2. The INSERT, which waits for a concurrent claimer of the same key in
+ *	   the executor, after ending its index scan.  Under READ COMMITTED it is
+ *	   INSERT ... ON CONFLICT DO NOTHING: it inserted (true) or found the key
+ *	   taken once the other claimer committed (false), with no
+ *	   subtransaction.  Under REPEATABLE READ or SERIALIZABLE, ON CONFLICT
+ *	   would raise a serialization failure for a marker committed after the
+ *	   snapshot, so the plain INSERT runs inside an internal subtransaction
+ *	   and only a unique violation on the inbox key is caught (answering
+ *	   false, with the subtransaction rolled back and the caller's
+ *	   transaction intact); every other error, including a serialization
+ *	   failure, a deadlock or a cancel, is re-thrown unchanged.
  *
- *	2. Otherwise an INSERT of the marker inside an internal subtransaction.
- *	   If another transaction holds an uncommitted marker for the same key,
- *	   the btree waits for it: it commits and we get a unique violation, it
- *	   aborts and our insert succeeds.  Only a unique violation on the inbox
- *	   key is caught (answering false, with the subtransaction rolled back
- *	   and the caller's transaction intact); every other error, including a
- *	   serialization failure, a deadlock or a cancel, is re-thrown unchanged.
- *	   Catching the violation, rather than INSERT ... ON CONFLICT DO
- *	   NOTHING, is what lets REPEATABLE READ answer false where ON CONFLICT
- *	   would raise a serialization failure for a row committed after the
- *	   snapshot.
- *
- * Each successful step-2 claim leaves one committed subtransaction in the
- * backend's 64-entry subxid cache until the top-level transaction ends, so
- * inbox_claim_many does not use subtransactions at all: on the SQL path
- * it probes every id, then inserts the rest with one INSERT ... ON CONFLICT
- * DO NOTHING.
+ * Each subtransaction that inserted stays in the backend's 64-entry subxid
+ * cache until the top-level transaction ends, so inbox_claim_many does not
+ * use subtransactions at all: it probes every id, then inserts the rest
+ * with one INSERT ... ON CONFLICT DO NOTHING.
  *
  * On a table Citus manages (its markers in shards on other nodes), both
  * functions write with INSERT ... ON CONFLICT DO NOTHING RETURNING, which
  * Citus routes to the shards, with marker ids unique in the cluster
  * (citus.c): no probe, no subtransaction (claim_insert_citus says why).
  *
- * Row-level security: when policies apply to the caller, the SQL path
- * is taken without the probe, and every claim goes through the INSERT, so
- * the policies' WITH CHECK clauses decide which consumers a role may claim
- * for.
+ * Row-level security: when policies apply to the caller, there is no
+ * probe, and every claim goes through the INSERT, so the policies' WITH
+ * CHECK clauses decide which consumers a role may claim for.
  *
  *-------------------------------------------------------------------------
  */
@@ -81,6 +79,7 @@ PG_FUNCTION_INFO_V1(inbox_claim_uuid);
 PG_FUNCTION_INFO_V1(inbox_claim_many);
 
 static InboxPlan insert_one_plan;
+static InboxPlan insert_or_nothing_plan;
 static InboxPlan insert_many_plan;
 static InboxPlan insert_citus_plan;
 
@@ -89,6 +88,8 @@ static Relation claim_open(const char *caller, InboxObjects *objects,
 static void claim_close(Relation heap, Relation index);
 static bool claim_insert_one(const InboxObjects *objects, text *message_id,
 							 text *consumer);
+static bool claim_insert_or_nothing(const InboxObjects *objects,
+									text *message_id, text *consumer);
 static bool claim_insert_citus(const InboxObjects *objects, text *message_id,
 							   text *consumer);
 static void claim_insert_many_citus(const InboxObjects *objects, Datum *ids,
@@ -97,7 +98,6 @@ static void claim_insert_many_citus(const InboxObjects *objects, Datum *ids,
 static bool claim_one(text *message_id, text *consumer);
 static int	compare_ids(const void *a, const void *b);
 static Datum *claim_many_ids(ArrayType *array, int *nids);
-static void claim_many_check_select(Relation heap, const InboxObjects *objects);
 static void claim_many_return(ReturnSetInfo *rsinfo, Datum id);
 static void claim_insert_many(const InboxObjects *objects, Datum *ids,
 							  int nids, text *consumer, ReturnSetInfo *rsinfo);
@@ -106,55 +106,22 @@ static void claim_many(Datum *ids, int nids, text *consumer,
 
 /*
  * claim_open
- *		Open the table and key index for a claim, after the checks that
- *		apply to every claim.
+ *		Open the table and key index for a claim; *probe says whether the
+ *		probe may answer for a visible marker (inbox_probe_applies) before
+ *		the INSERT.
  *
- * Sets *probe to whether the index may answer for existing markers, which
- * is false when row-level security applies to the caller, when the caller
- * has only column privileges, when the index is not ready, valid and
- * live, or when Citus manages the table.  Returns the
- * table, locked in RowExclusiveLock like any INSERT's target.
+ * Returns the table, locked in RowExclusiveLock like any INSERT's target.
  */
 static Relation
 claim_open(const char *caller, InboxObjects *objects, Relation *index,
 		   bool *probe)
 {
-	static const AttrNumber columns[] = {
-		INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER, INBOX_ATT_STATE,
-	INBOX_ATT_RECEIVED_AT, INBOX_ATT_PROCESSED_AT};
 	Relation	heap;
-	AclResult	aclresult;
-	bool		table_wide;
 
 	PreventCommandIfReadOnly(caller);
-
 	heap = inbox_open_table(RowExclusiveLock, objects);
-
-	/*
-	 * The probe reads the index directly, so check here what the INSERT
-	 * would check, to give the same answer on both paths.  A role with the
-	 * INSERT privilege on the marker's columns only is left to the INSERT,
-	 * which checks column privileges exactly.
-	 */
-	aclresult = pg_class_aclcheck(objects->table_oid, GetUserId(), ACL_INSERT);
-	table_wide = aclresult == ACLCHECK_OK;
-	for (int i = 0; !table_wide && i < lengthof(columns); i++)
-	{
-		if (pg_attribute_aclcheck(objects->table_oid, columns[i], GetUserId(),
-								  ACL_INSERT) != ACLCHECK_OK)
-			aclcheck_error(aclresult, OBJECT_TABLE, RelationGetRelationName(heap));
-	}
-
 	*index = index_open(objects->key_index_oid, RowExclusiveLock);
-
-	/*
-	 * The key index answers for existing markers only when it is complete
-	 * (not being built by REINDEX CONCURRENTLY, say), and holds them: on a
-	 * table Citus manages, the markers are in shards, and this index is
-	 * the empty shell's.  Otherwise the INSERT decides alone.
-	 */
-	*probe = table_wide && inbox_index_is_usable(*index) &&
-		!inbox_row_security_applies(heap) && !objects->table_in_citus;
+	*probe = inbox_probe_applies(heap, *index, objects);
 	return heap;
 }
 
@@ -170,8 +137,49 @@ claim_close(Relation heap, Relation index)
 }
 
 /*
+ * claim_insert_or_nothing
+ *		Under READ COMMITTED: insert one marker with INSERT ... ON CONFLICT
+ *		DO NOTHING; false if the key is taken.
+ *
+ * The statement waits for a concurrent claimer of the key, and answers
+ * from the row it committed; no subtransaction.
+ */
+static bool
+claim_insert_or_nothing(const InboxObjects *objects, text *message_id,
+						text *consumer)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	SPIPlanPtr	plan;
+	Datum		values[3];
+	bool		claimed;
+
+	SPI_connect();
+	plan = inbox_plan(&insert_or_nothing_plan, objects,
+					  "INSERT INTO %1$s.inbox"
+					  " (message_id, consumer, state, received_at, processed_at)"
+					  " VALUES ($1, $2, 'processed', $3, $3)"
+					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO NOTHING",
+					  3, argtypes);
+
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+
+	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
+					SPI_OK_INSERT, "inbox_claim");
+	claimed = SPI_processed == 1;
+	SPI_finish();
+	return claimed;
+}
+
+/*
  * claim_insert_one
- *		Insert one marker in a subtransaction; false if the key is taken.
+ *		Under REPEATABLE READ or SERIALIZABLE: insert one marker in a
+ *		subtransaction; false if the key is taken.
+ *
+ * RETURNING the key: so that the statement needs the privileges that
+ * ON CONFLICT needs under READ COMMITTED (SELECT on its arbiter's
+ * columns), and a role is refused or not alike at every isolation level.
  */
 static bool
 claim_insert_one(const InboxObjects *objects, text *message_id,
@@ -205,7 +213,8 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 	plan = inbox_plan(&insert_one_plan, objects,
 					  "INSERT INTO %1$s.inbox"
 					  " (message_id, consumer, state, received_at, processed_at)"
-					  " VALUES ($1, $2, 'processed', $3, $3)",
+					  " VALUES ($1, $2, 'processed', $3, $3)"
+					  " RETURNING message_id, consumer",
 					  3, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
@@ -221,7 +230,7 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 	{
 		int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
 
-		if (rc != SPI_OK_INSERT || SPI_processed != 1)
+		if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 			elog(ERROR, "inbox marker insert returned %s, " UINT64_FORMAT " rows",
 				 SPI_result_code_string(rc), SPI_processed);
 
@@ -291,8 +300,8 @@ claim_insert_citus(const InboxObjects *objects, text *message_id,
 	values[2] = PointerGetDatum(consumer);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "inbox marker insert failed");
+	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
+					SPI_OK_INSERT_RETURNING, "inbox marker insert");
 	claimed = SPI_processed == 1;
 	SPI_finish();
 	return claimed;
@@ -300,9 +309,8 @@ claim_insert_citus(const InboxObjects *objects, text *message_id,
 
 /*
  * claim_one
- *		The claim shared by both inbox_claim signatures: the fast path
- *		(marker.c) where it applies, else the SQL path, a probe with the
- *		caller's snapshot then an INSERT in a subtransaction.
+ *		The claim shared by both inbox_claim signatures: the probe, then the
+ *		INSERT.
  */
 static bool
 claim_one(text *message_id, text *consumer)
@@ -312,24 +320,8 @@ claim_one(text *message_id, text *consumer)
 	Relation	index;
 	bool		probe;
 	bool		found = false;
-	InboxMarkerWriter writer;
 
 	heap = claim_open("inbox_claim()", &objects, &index, &probe);
-	if (objects.table_in_citus)
-	{
-		claim_close(heap, index);
-		return claim_insert_citus(&objects, message_id, consumer);
-	}
-	if (probe && inbox_marker_begin(&writer, &objects, heap, index, consumer,
-									INBOX_MARKER_PROCESSED))
-	{
-		bool		claimed = inbox_marker_claim(&writer, message_id);
-
-		inbox_marker_end(&writer);
-		claim_close(heap, index);
-		return claimed;
-	}
-
 	if (probe)
 	{
 		InboxKeyProbe p;
@@ -342,7 +334,11 @@ claim_one(text *message_id, text *consumer)
 
 	if (found)
 		return false;
-	return claim_insert_one(&objects, message_id, consumer);
+	if (objects.table_in_citus)
+		return claim_insert_citus(&objects, message_id, consumer);
+	if (IsolationUsesXactSnapshot())
+		return claim_insert_one(&objects, message_id, consumer);
+	return claim_insert_or_nothing(&objects, message_id, consumer);
 }
 
 /*
@@ -438,29 +434,6 @@ claim_many_ids(ArrayType *array, int *nids)
 }
 
 /*
- * claim_many_check_select
- *		The SELECT privilege on the key columns that the SQL path's
- *		INSERT ... ON CONFLICT ... RETURNING message_id needs, checked on
- *		every path, so that a role is accepted or refused alike under every
- *		isolation level (README, Privileges).
- */
-static void
-claim_many_check_select(Relation heap, const InboxObjects *objects)
-{
-	static const AttrNumber columns[] = {INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
-
-	if (pg_class_aclcheck(objects->table_oid, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
-		return;
-	for (int i = 0; i < lengthof(columns); i++)
-	{
-		if (pg_attribute_aclcheck(objects->table_oid, columns[i], GetUserId(),
-								  ACL_SELECT) != ACLCHECK_OK)
-			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE,
-						   RelationGetRelationName(heap));
-	}
-}
-
-/*
  * claim_many_return
  *		Add one claimed id to inbox_claim_many's result.
  */
@@ -504,8 +477,8 @@ claim_insert_many(const InboxObjects *objects, Datum *ids, int nids,
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	if (SPI_execute_plan(plan, values, NULL, false, 0) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "inbox batch insert failed");
+	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
+					SPI_OK_INSERT_RETURNING, "inbox batch insert");
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{
@@ -573,9 +546,9 @@ claim_insert_many_citus(const InboxObjects *objects, Datum *ids, int nids,
 							   " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME
 							   " DO NOTHING RETURNING message_id");
 
-		if (SPI_execute_with_args(query.data, nargs, argtypes, values, NULL,
-								  false, 0) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "inbox batch insert failed");
+		inbox_spi_check(SPI_execute_with_args(query.data, nargs, argtypes,
+											  values, NULL, false, 0),
+						SPI_OK_INSERT_RETURNING, "inbox batch insert");
 		for (uint64 row = 0; row < SPI_processed; row++)
 		{
 			bool		isnull;
@@ -599,9 +572,8 @@ claim_insert_many_citus(const InboxObjects *objects, Datum *ids, int nids,
 /*
  * claim_many
  *		Claim each of ids (sorted, each once) for consumer, returning those
- *		this call claimed: the fast path (marker.c) where it applies, else
- *		the SQL path, a probe that drops the ids with a visible marker and
- *		one INSERT for the rest.
+ *		this call claimed: a probe that drops the ids with a visible marker,
+ *		and one INSERT for the rest.
  */
 static void
 claim_many(Datum *ids, int nids, text *consumer, ReturnSetInfo *rsinfo)
@@ -611,29 +583,8 @@ claim_many(Datum *ids, int nids, text *consumer, ReturnSetInfo *rsinfo)
 	Relation	index;
 	bool		probe;
 	int			nfresh = 0;
-	InboxMarkerWriter writer;
 
 	heap = claim_open("inbox_claim_many()", &objects, &index, &probe);
-	claim_many_check_select(heap, &objects);
-	if (objects.table_in_citus)
-	{
-		claim_close(heap, index);
-		claim_insert_many_citus(&objects, ids, nids, consumer, rsinfo);
-		return;
-	}
-	if (probe && inbox_marker_begin(&writer, &objects, heap, index, consumer,
-									INBOX_MARKER_PROCESSED))
-	{
-		for (int i = 0; i < nids; i++)
-		{
-			if (inbox_marker_claim(&writer, DatumGetTextPP(ids[i])))
-				claim_many_return(rsinfo, ids[i]);
-		}
-		inbox_marker_end(&writer);
-		claim_close(heap, index);
-		return;
-	}
-
 	if (probe)
 	{
 		InboxKeyProbe p;
@@ -650,7 +601,11 @@ claim_many(Datum *ids, int nids, text *consumer, ReturnSetInfo *rsinfo)
 		nfresh = nids;
 	claim_close(heap, index);
 
-	if (nfresh > 0)
+	if (nfresh == 0)
+		return;
+	if (objects.table_in_citus)
+		claim_insert_many_citus(&objects, ids, nfresh, consumer, rsinfo);
+	else
 		claim_insert_many(&objects, ids, nfresh, consumer, rsinfo);
 }
 

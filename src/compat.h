@@ -3,9 +3,9 @@
  * compat.h
  *	  Every PostgreSQL version shim the inbox extension needs, in one place.
  *
- * The extension is built and tested against PostgreSQL 15.  When support
- * for another major version is added, the differences go here, so that the
- * rest of the code reads as if written for a single version.
+ * The extension supports PostgreSQL 15 to 18.  Every difference between
+ * those majors that the code meets is a named shim here, so that the rest
+ * of the code reads as if written for a single version.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,19 +18,9 @@
 
 #include "access/genam.h"
 #include "access/relation.h"
-#include "access/tableam.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_database.h"
 #include "storage/lockdefs.h"
-
-/*
- * The majors whose executors the fast paths were audited against, path by
- * path (docs/architecture.md, "Per major").  On any later major every fast
- * path declines and the SQL paths run, until that major is audited and
- * this bound raised: code that compiles there is not yet code that does
- * what its executor does.
- */
-#define inbox_fast_paths_audited() (PG_VERSION_NUM < 190000)
 
 /*
  * A database whose DROP DATABASE was interrupted is marked invalid (15.4
@@ -43,34 +33,7 @@
 #endif
 
 /*
- * Index insertion for a speculative insert (marker.c): version 16 added an
- * argument for HOT updates of summarizing indexes, false for an insert.
- */
-#if PG_VERSION_NUM >= 160000
-#define inbox_insert_index_tuples(rri, slot, estate, conflict, arbiters) \
-	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
-						  (arbiters), false)
-#else
-#define inbox_insert_index_tuples(rri, slot, estate, conflict, arbiters) \
-	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
-						  (arbiters))
-#endif
-
-/*
- * What table_tuple_update says about the new version's index entries
- * (twophase_fast.c): a bool up to version 15, an enum from 16 on, where
- * TU_All is the only value that asks for new btree entries.
- */
-#if PG_VERSION_NUM >= 160000
-typedef TU_UpdateIndexes InboxUpdateIndexes;
-#define inbox_update_needs_btree_entries(u) ((u) == TU_All)
-#else
-typedef bool InboxUpdateIndexes;
-#define inbox_update_needs_btree_entries(u) (u)
-#endif
-
-/*
- * An index scan (probe.c, prune.c, twophase_fast.c): version 18
+ * An index scan (probe.c): version 18
  * added an argument for EXPLAIN ANALYZE's index statistics, which none of
  * our scans report (NULL, as core's own catalog scans pass).
  */

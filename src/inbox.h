@@ -12,12 +12,10 @@
  *	validate.c	argument checks shared by every SQL-callable function
  *	configure.c	per-consumer settings: inbox_configure, inbox_retention_for
  *	guard.c		refusing a DROP that would take the markers with it
- *	probe.c		probes of the key index on (message_id, consumer)
+ *	probe.c		the probe: the one read of the key index on (message_id,
+ *				consumer) made without the executor
  *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
- *	marker.c	the fast path of a new marker: written with the access methods
  *	twophase.c	two-phase claims with leases and fencing tokens
- *	twophase_fast.c	their fast path: a new claim and its completion
- *				written with the access methods
  *	twophase_citus.c	their statements on a table Citus manages:
  *				read the marker, then change it if its token is unchanged
  *	tokens.c	fencing tokens only ever go up: durable before they are
@@ -38,8 +36,8 @@
  * only files of the layers above it:
  *
  *	0	settings, validate, objects, tokens, shmem, probe
- *	1	marker, prune, reclaim, configure, guard, citus
- *	2	claim, twophase_fast, twophase_citus, pass, worker
+ *	1	prune, reclaim, configure, guard, citus
+ *	2	claim, twophase_citus, pass, worker
  *	3	twophase, inbox
  *
  *-------------------------------------------------------------------------
@@ -160,6 +158,17 @@
 #define INBOX_CONCAT	" OPERATOR(pg_catalog.||) "
 
 /*
+ * A timestamptz plus or minus an interval, computed in UTC: the session's
+ * time zone (a database owner's ALTER DATABASE ... SET timezone reaches
+ * every session, and POSIX zones accept offsets of days) must not move a
+ * lease's end or a retention's cutoff.  A day is then always 24 hours.
+ */
+#define INBOX_UTC_PLUS(t, i) \
+	"pg_catalog.timezone('UTC', pg_catalog.timezone('UTC', " t ")" INBOX_PLUS "(" i "))"
+#define INBOX_UTC_MINUS(t, i) \
+	"pg_catalog.timezone('UTC', pg_catalog.timezone('UTC', " t ")" INBOX_MINUS "(" i "))"
+
+/*
  * Where the extension's objects live in this database.  Found from the
  * extension's recorded schema, never from the caller's search_path.
  */
@@ -168,20 +177,13 @@ typedef struct InboxObjects
 	Oid			schema_oid;
 	Oid			table_oid;
 	Oid			key_index_oid;	/* unique index on (message_id, consumer) */
-	/* The rest may be InvalidOid on an altered table: claims then use SPI. */
-	Oid			id_sequence_oid;	/* identity sequence of inbox.id */
-	Oid			state_type_oid; /* the inbox_state enum */
-	Oid			processed_oid;	/* its 'processed' label */
-	Oid			failed_oid;		/* its 'failed' label */
-	Oid			claimed_oid;	/* its 'claimed' label */
-	Oid			open_claims_oid;	/* the table's other indexes */
-	Oid			prunable_oid;
+	/* The rest may be InvalidOid on an altered table. */
+	Oid			id_sequence_oid;	/* identity sequence of inbox.id (Citus) */
 	Oid			token_sequence_oid; /* inbox_token_seq */
 	Oid			consumers_oid;	/* inbox_consumers */
-	Oid			consumers_key_oid;	/* its primary key */
 	/*
 	 * Citus manages the table (or inbox_consumers): its rows are in shards,
-	 * and the local heap is an empty shell that no fast path may touch.
+	 * and the local heap is an empty shell that the probe must not read.
 	 */
 	bool		table_in_citus;
 	bool		consumers_in_citus;
@@ -219,46 +221,6 @@ typedef struct InboxKeyProbe
 	TupleTableSlot *slot;		/* the marker found */
 	ScanKeyData keys[2];
 } InboxKeyProbe;
-
-/* What kind of marker an InboxMarkerWriter writes. */
-typedef enum InboxMarkerKind
-{
-	INBOX_MARKER_PROCESSED,		/* a one-phase claim's (claim.c) */
-	INBOX_MARKER_CLAIMED		/* a two-phase claim's: inbox_begin of a new
-								 * message (twophase_fast.c) */
-} InboxMarkerKind;
-
-/*
- * Writes the markers of one claim call for one consumer through the table
- * and index access methods (marker.c).  Only valid within that call.
- */
-typedef struct InboxMarkerWriter
-{
-	const InboxObjects *objects;
-	Relation	heap;
-	Relation	key_index;
-	text	   *consumer;
-	TimestampTz now;			/* received_at; a processed marker's
-								 * processed_at */
-	InboxMarkerKind kind;
-	/* a two-phase claim's columns, set before each inbox_marker_claim */
-	TimestampTz lease_until;
-	Datum		payload;		/* jsonb, or (Datum) 0 for NULL */
-	int64		token;			/* drawn for the claim written */
-	/* the probe of the key index, with a dirty snapshot */
-	SnapshotData dirty;
-	InboxKeyProbe probe;
-	/* set up by the first insert of the call */
-	TupleTableSlot *insert_slot;
-	CommandId	cid;
-	Relation	state_index;	/* the other index a marker enters, by its
-								 * state: inbox_prunable or inbox_open_claims;
-								 * NULL: other indexes exist, the executor
-								 * inserts the entries, with the state below */
-	EState	   *estate;
-	ResultRelInfo *result_rel;
-	List	   *arbiters;
-} InboxMarkerWriter;
 
 /* The maintenance worker's last pass in one database (shmem.c). */
 typedef struct InboxDatabaseStatus
@@ -356,6 +318,9 @@ extern char *inbox_databases;
 extern Interval *inbox_default_lease(void);
 
 /* probe.c */
+extern bool inbox_probe_applies(Relation heap, Relation key_index,
+								const InboxObjects *objects);
+extern bool inbox_row_security_applies(Relation rel);
 extern void inbox_key_scankeys(ScanKeyData *keys, Relation key_index,
 							   text *consumer);
 extern void inbox_key_probe_begin(InboxKeyProbe *probe, Relation heap,
@@ -363,23 +328,6 @@ extern void inbox_key_probe_begin(InboxKeyProbe *probe, Relation heap,
 								  Snapshot snapshot);
 extern bool inbox_key_probe_found(InboxKeyProbe *probe, text *message_id);
 extern void inbox_key_probe_end(InboxKeyProbe *probe);
-
-/* marker.c */
-extern bool inbox_marker_begin(InboxMarkerWriter *writer,
-							   const InboxObjects *objects, Relation heap,
-							   Relation key_index, text *consumer,
-							   InboxMarkerKind kind);
-extern bool inbox_marker_claim(InboxMarkerWriter *writer, text *message_id);
-extern void inbox_marker_end(InboxMarkerWriter *writer);
-
-/* twophase_fast.c */
-extern bool inbox_fast_begin(const InboxObjects *objects, Relation heap,
-							 text *message_id, text *consumer,
-							 Interval *explicit_lease, Datum payload,
-							 int64 *token);
-extern bool inbox_fast_complete(const InboxObjects *objects, Relation heap,
-								text *message_id, text *consumer, int64 token,
-								bool *completed);
 
 /* tokens.c */
 extern void inbox_tokens_check(Oid sequence);
@@ -461,9 +409,6 @@ extern void inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 extern void inbox_objects_init(void);
 extern void inbox_objects_forget(void);
 extern bool inbox_objects_trusted(void);
-extern bool inbox_index_is_usable(Relation index);
-extern bool inbox_index_holds_all(Oid index_oid, const InboxObjects *objects,
-								  Oid state);
 extern Relation inbox_open_table(LOCKMODE lockmode, InboxObjects *objects);
 extern bool inbox_is_key_violation(const ErrorData *edata,
 								   const InboxObjects *objects);
@@ -471,18 +416,11 @@ extern bool inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
 								   int64 consumers_shard,
 								   InboxObjects *target);
 extern bool inbox_managed_by_citus(Oid relation);
-extern bool inbox_table_is_plain(Relation heap, const InboxObjects *objects);
-extern bool inbox_consumers_is_plain(Relation rel,
-									 const InboxObjects *objects);
-extern bool inbox_row_security_applies(Relation rel);
-extern bool inbox_index_is(Relation index, int natts, const AttrNumber *columns);
-extern Relation inbox_open_state_index(Relation heap,
-									   const InboxObjects *objects,
-									   Relation key_index, Oid state);
 extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									const InboxObjects *objects,
 									const char *query_format, int nargs,
 									Oid *argtypes);
+extern void inbox_spi_check(int rc, int expected, const char *statement);
 
 /* validate.c */
 extern void inbox_arg_not_null(FunctionCallInfo fcinfo, int argno,

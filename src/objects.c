@@ -32,18 +32,13 @@
  * because taking that lock is exactly when pending invalidations are
  * absorbed.
  *
- * The paths that read and write without SQL (marker.c, twophase_fast.c,
- * prune.c) ask inbox_table_is_plain, inbox_consumers_is_plain and
- * inbox_index_is whether the tables and their indexes are still as
- * inbox.sql created them, and take the SQL way when they are not.
- *
  * Citus: a table Citus manages (distributed, reference, or a Citus local
  * table) keeps its rows in shards, and the table itself is an empty shell,
  * on the coordinator and on every worker that has the metadata; Citus's
- * planner sends every statement on it to the shards.  A fast path on the
- * shell would read and write rows nobody else sees.  So the lookup also
- * asks Citus's own table of the relations it manages (inbox_managed_by_citus),
- * and neither table is plain while Citus manages it.
+ * planner sends every statement on it to the shards.  The probe would read
+ * an index nobody writes.  So the lookup also asks Citus's own table of the
+ * relations it manages (inbox_managed_by_citus), and the probe does not run
+ * while Citus manages the table.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,7 +56,6 @@
 #include "catalog/pg_depend.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_database.h"
-#include "catalog/pg_enum.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_namespace.h"
@@ -69,9 +63,6 @@
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "nodes/nodeFuncs.h"
-#include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
@@ -80,60 +71,14 @@
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
-#include "utils/typcache.h"
 
 #include "inbox.h"
-
-/* The inbox table's columns, in order, as inbox.sql creates them. */
-typedef struct InboxColumn
-{
-	const char *name;
-	Oid			type;			/* InvalidOid: the extension's inbox_state */
-	bool		not_null;
-} InboxColumn;
-
-static const InboxColumn inbox_columns[INBOX_NATTS] = {
-	{"id", INT8OID, true},
-	{"message_id", TEXTOID, true},
-	{"consumer", TEXTOID, true},
-	{"state", InvalidOid, true},
-	{"received_at", TIMESTAMPTZOID, true},
-	{"processed_at", TIMESTAMPTZOID, false},
-	{"token", INT8OID, false},
-	{"lease_until", TIMESTAMPTZOID, false},
-	{"attempts", INT4OID, true},
-	{"last_error", TEXTOID, false},
-	{"payload", JSONBOID, false},
-};
 
 static InboxObjects objects_cache;
 static bool objects_cache_valid = false;
 
 /* Numbers each new description of the objects (InboxObjects.generation). */
 static uint64 objects_generation = 0;
-
-/* Which rows in a given state an index of the table holds entries for. */
-typedef enum InboxIndexHolds
-{
-	INBOX_INDEX_HOLDS_ALL,
-	INBOX_INDEX_HOLDS_NONE,
-	INBOX_INDEX_HOLDS_SOME		/* or: cannot tell */
-} InboxIndexHolds;
-
-/*
- * What index_holds found, per index and state, until the table's
- * next relcache invalidation (which any change of its indexes sends).
- */
-typedef struct InboxIndexHoldsEntry
-{
-	Oid			index;
-	Oid			state;
-	InboxIndexHolds holds;
-} InboxIndexHoldsEntry;
-
-#define INDEX_HOLDS_CACHE_SIZE 8
-static InboxIndexHoldsEntry index_holds_cache[INDEX_HOLDS_CACHE_SIZE];
-static int	index_holds_cached = 0;
 
 static void objects_invalidate(Datum arg, Oid relid);
 static void objects_invalidate_syscache(Datum arg, int cacheid,
@@ -144,12 +89,6 @@ static Oid	member_relation(const char *name, Oid schema, Oid extension);
 static bool schema_is_trusted(Oid schema);
 static bool key_is_proper(Oid index);
 static ObjectAddress member_not_owned_by_superuser(Oid extension);
-static InboxIndexHolds index_holds_compute(Oid index_oid,
-										   const InboxObjects *objects,
-										   Oid state);
-static InboxIndexHolds index_holds(Oid index_oid, const InboxObjects *objects,
-								   Oid state);
-static bool indexes_are_ours(Relation heap, const InboxObjects *objects);
 static void objects_lookup(void);
 static Oid	objects_extension_schema(Oid *extension);
 
@@ -183,7 +122,6 @@ void
 inbox_objects_forget(void)
 {
 	objects_cache_valid = false;
-	index_holds_cached = 0;
 }
 
 /*
@@ -200,14 +138,10 @@ objects_invalidate(Datum arg, Oid relid)
 	if (relid == InvalidOid || relid == objects_cache.table_oid ||
 		relid == objects_cache.key_index_oid ||
 		relid == objects_cache.id_sequence_oid ||
-		relid == objects_cache.open_claims_oid ||
-		relid == objects_cache.prunable_oid ||
 		relid == objects_cache.token_sequence_oid ||
-		relid == objects_cache.consumers_oid ||
-		relid == objects_cache.consumers_key_oid)
+		relid == objects_cache.consumers_oid)
 	{
 		objects_cache_valid = false;
-		index_holds_cached = 0;
 	}
 }
 
@@ -392,8 +326,11 @@ key_is_proper(Oid index)
 	bool		proper;
 
 	proper = form->indisunique && form->indimmediate &&
-		form->indnkeyatts == lengthof(columns) &&
-		inbox_index_is(rel, lengthof(columns), columns) &&
+		rel->rd_rel->relam == BTREE_AM_OID &&
+		form->indnatts == lengthof(columns) &&
+		form->indkey.values[0] == columns[0] &&
+		form->indkey.values[1] == columns[1] &&
+		heap_attisnull(rel->rd_indextuple, Anum_pg_index_indexprs, NULL) &&
 		heap_attisnull(rel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
 		rel->rd_indcollation[0] == C_COLLATION_OID &&
 		rel->rd_indcollation[1] == C_COLLATION_OID;
@@ -453,15 +390,8 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
 		a->table_oid == b->table_oid &&
 		a->key_index_oid == b->key_index_oid &&
 		a->id_sequence_oid == b->id_sequence_oid &&
-		a->state_type_oid == b->state_type_oid &&
-		a->processed_oid == b->processed_oid &&
-		a->failed_oid == b->failed_oid &&
-		a->claimed_oid == b->claimed_oid &&
-		a->open_claims_oid == b->open_claims_oid &&
-		a->prunable_oid == b->prunable_oid &&
 		a->token_sequence_oid == b->token_sequence_oid &&
 		a->consumers_oid == b->consumers_oid &&
-		a->consumers_key_oid == b->consumers_key_oid &&
 		a->table_in_citus == b->table_in_citus &&
 		a->consumers_in_citus == b->consumers_in_citus &&
 		strcmp(NameStr(a->schema_name), NameStr(b->schema_name)) == 0 &&
@@ -556,7 +486,6 @@ objects_lookup(void)
 	char	   *schema_name = get_namespace_name(schema);
 	Oid			table;
 	Oid			key_index;
-	Oid			state_type;
 	ObjectAddress untrusted;
 	InboxObjects found;
 
@@ -605,35 +534,12 @@ objects_lookup(void)
 	namestrcpy(&found.table_name, INBOX_TABLE_NAME);
 	namestrcpy(&found.consumers_name, INBOX_CONSUMERS_NAME);
 
-	/* What the claims' fast path (marker.c) writes without SQL. */
+	/* Citus draws marker ids itself (citus.c); the token sequence. */
 	found.id_sequence_oid = inbox_get_identity_sequence(table, 1, true);
-	state_type = GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
-								 CStringGetDatum(INBOX_STATE_TYPE_NAME),
-								 ObjectIdGetDatum(schema));
-	if (OidIsValid(state_type) &&
-		getExtensionOfObject(TypeRelationId, state_type) == extension)
-	{
-		found.state_type_oid = state_type;
-		found.processed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-											  ObjectIdGetDatum(state_type),
-											  CStringGetDatum("processed"));
-		found.failed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-										   ObjectIdGetDatum(state_type),
-										   CStringGetDatum("failed"));
-		found.claimed_oid = GetSysCacheOid2(ENUMTYPOIDNAME, Anum_pg_enum_oid,
-											ObjectIdGetDatum(state_type),
-											CStringGetDatum("claimed"));
-	}
-	found.open_claims_oid = index_of_table(INBOX_OPEN_CLAIMS_NAME, schema, table);
-	found.prunable_oid = index_of_table(INBOX_PRUNABLE_NAME, schema, table);
-
-	/* And what the two-phase fast path (twophase_fast.c) reads and draws. */
 	found.token_sequence_oid = member_relation(INBOX_TOKEN_SEQ_NAME, schema,
 											   extension);
 	found.consumers_oid = member_relation(INBOX_CONSUMERS_NAME, schema,
 										  extension);
-	found.consumers_key_oid = index_of_table(INBOX_CONSUMERS_KEY_NAME, schema,
-											 found.consumers_oid);
 
 	/* Whether their rows are here at all, or in Citus's shards. */
 	found.table_in_citus = inbox_managed_by_citus(table);
@@ -718,10 +624,6 @@ inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
 	namestrcpy(&target->table_name, name);
 	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_KEY_NAME, shard);
 	target->key_index_oid = index_of_table(name, objects->schema_oid, table);
-	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_OPEN_CLAIMS_NAME, shard);
-	target->open_claims_oid = index_of_table(name, objects->schema_oid, table);
-	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_PRUNABLE_NAME, shard);
-	target->prunable_oid = index_of_table(name, objects->schema_oid, table);
 	target->id_sequence_oid = InvalidOid;	/* the passes insert nothing */
 	target->table_in_citus = false;
 
@@ -736,299 +638,11 @@ inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
 		{
 			target->consumers_oid = consumers;
 			namestrcpy(&target->consumers_name, name);
-			snprintf(name, sizeof(name), "%s_" INT64_FORMAT,
-					 INBOX_CONSUMERS_KEY_NAME, consumers_shard);
-			target->consumers_key_oid = index_of_table(name, objects->schema_oid,
-													   consumers);
 			target->consumers_in_citus = false;
 		}
 	}
 	target->generation = ++objects_generation;
 	return true;
-}
-
-/*
- * inbox_table_is_plain
- *		Is the table exactly as inbox.sql created it, with nothing an INSERT
- *		or DELETE would have to run besides changing the row and its index
- *		entries, and its rows in its own heap?  The paths that write without
- *		SQL (marker.c, twophase_fast.c, prune.c) apply only then.
- *
- * Not while Citus manages the table: the heap here is a shell, and the
- * rows are in shards that only Citus's planner finds.
- */
-bool
-inbox_table_is_plain(Relation heap, const InboxObjects *objects)
-{
-	TupleDesc	desc = RelationGetDescr(heap);
-
-	if (objects->table_in_citus ||
-		heap->rd_rel->relkind != RELKIND_RELATION ||
-		heap->rd_rel->relispartition ||
-		heap->trigdesc != NULL ||
-		heap->rd_rules != NULL ||
-		desc->natts != INBOX_NATTS ||
-		(desc->constr != NULL &&
-		 (desc->constr->num_check > 0 || desc->constr->has_generated_stored)))
-		return false;
-
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute attr = TupleDescAttr(desc, i);
-		const InboxColumn *column = &inbox_columns[i];
-
-		if (attr->attisdropped ||
-			attr->attgenerated != '\0' ||
-			attr->attnotnull != column->not_null ||
-			strcmp(NameStr(attr->attname), column->name) != 0 ||
-			attr->atttypid != (OidIsValid(column->type) ?
-							   column->type : objects->state_type_oid))
-			return false;
-	}
-	return TupleDescAttr(desc, INBOX_ATT_ID - 1)->attidentity ==
-		ATTRIBUTE_IDENTITY_ALWAYS;
-}
-
-/*
- * inbox_consumers_is_plain
- *		Is inbox_consumers as inbox.sql created it, with its rows in its own
- *		heap, so that the two-phase fast path may read a consumer's lease
- *		from its tuples?  Only the columns it reads are checked: its CHECK
- *		constraints guard writes.  Not while Citus manages it (a reference
- *		table, say): its rows are then in shards.
- */
-bool
-inbox_consumers_is_plain(Relation rel, const InboxObjects *objects)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-	Form_pg_attribute consumer = TupleDescAttr(desc, INBOX_CONSUMERS_ATT_CONSUMER - 1);
-	Form_pg_attribute lease;
-
-	if (objects->consumers_in_citus ||
-		rel->rd_rel->relkind != RELKIND_RELATION ||
-		desc->natts != INBOX_CONSUMERS_NATTS)
-		return false;
-	lease = TupleDescAttr(desc, INBOX_CONSUMERS_ATT_LEASE - 1);
-	return !consumer->attisdropped && consumer->atttypid == TEXTOID &&
-		strcmp(NameStr(consumer->attname), "consumer") == 0 &&
-		!lease->attisdropped && lease->atttypid == INTERVALOID &&
-		strcmp(NameStr(lease->attname), "lease") == 0;
-}
-
-/*
- * inbox_row_security_applies
- *		Do row-level security policies apply to the current user on this
- *		table?  A path that reads or writes without SQL would bypass them,
- *		so it leaves such a caller to the SQL path, whose statements apply
- *		them.
- */
-bool
-inbox_row_security_applies(Relation rel)
-{
-	return rel->rd_rel->relrowsecurity &&
-		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED;
-}
-
-/*
- * indexes_are_ours
- *		Has the table exactly the three indexes inbox.sql creates, and no
- *		other?
- */
-static bool
-indexes_are_ours(Relation heap, const InboxObjects *objects)
-{
-	List	   *indexes = RelationGetIndexList(heap);
-	bool		ours = list_length(indexes) == 3;
-	ListCell   *lc;
-
-	foreach(lc, indexes)
-	{
-		Oid			index = lfirst_oid(lc);
-
-		if (index != objects->key_index_oid &&
-			index != objects->open_claims_oid && index != objects->prunable_oid)
-			ours = false;
-	}
-	list_free(indexes);
-	return ours;
-}
-
-/*
- * inbox_index_is_usable
- *		May a path that reads or writes index entries itself use this
- *		index?  Only a ready, valid and live one: CREATE INDEX CONCURRENTLY
- *		and REINDEX CONCURRENTLY create an index that is not yet built, or
- *		not yet complete, and the executor decides for each state what to
- *		read and write (ExecOpenIndices, ExecInsertIndexTuples).  A field
- *		read each: the relcache entry is rebuilt whenever the flags change,
- *		and absorbing that invalidation is part of opening the index.
- */
-bool
-inbox_index_is_usable(Relation index)
-{
-	Form_pg_index form = index->rd_index;
-
-	return form->indisvalid && form->indisready && form->indislive;
-}
-
-/*
- * inbox_index_is
- *		Is this a btree index on exactly these columns, in this order, with
- *		no expressions?  The paths that write index entries themselves
- *		(marker.c) or walk an index's order (prune.c) need to know.
- */
-bool
-inbox_index_is(Relation index, int natts, const AttrNumber *columns)
-{
-	Form_pg_index form = index->rd_index;
-
-	if (index->rd_rel->relam != BTREE_AM_OID || form->indnatts != natts ||
-		!heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, NULL))
-		return false;
-	for (int i = 0; i < natts; i++)
-	{
-		if (form->indkey.values[i] != columns[i])
-			return false;
-	}
-	return true;
-}
-
-/*
- * index_holds_compute
- *		index_holds, worked out from the index's predicate: the
- *		planner's own proof that "state = label" implies it, or refutes it.
- */
-static InboxIndexHolds
-index_holds_compute(Oid index_oid, const InboxObjects *objects, Oid state)
-{
-	Relation	index = index_open(index_oid, AccessShareLock);
-	List	   *predicate = RelationGetIndexPredicate(index);
-	InboxIndexHolds holds = INBOX_INDEX_HOLDS_SOME;
-
-	if (predicate == NIL)
-		holds = INBOX_INDEX_HOLDS_ALL;
-	else
-	{
-		TypeCacheEntry *type = lookup_type_cache(objects->state_type_oid,
-												 TYPECACHE_EQ_OPR);
-		Expr	   *clause;
-
-		if (OidIsValid(type->eq_opr))
-		{
-			clause = make_opclause(type->eq_opr, BOOLOID, false,
-								   (Expr *) makeVar(1, INBOX_ATT_STATE,
-													objects->state_type_oid,
-													-1, InvalidOid, 0),
-								   (Expr *) makeConst(objects->state_type_oid,
-													  -1, InvalidOid,
-													  sizeof(Oid),
-													  ObjectIdGetDatum(state),
-													  false, true),
-								   InvalidOid, InvalidOid);
-			set_opfuncid((OpExpr *) clause);
-			if (predicate_implied_by(predicate, list_make1(clause), false))
-				holds = INBOX_INDEX_HOLDS_ALL;
-			else if (predicate_refuted_by(predicate, list_make1(clause), true))
-				holds = INBOX_INDEX_HOLDS_NONE;
-		}
-	}
-	index_close(index, AccessShareLock);
-	return holds;
-}
-
-/*
- * index_holds
- *		Does this index of the table hold an entry for every row in this
- *		state (the key, or a partial index whose predicate it satisfies), for
- *		none (a partial index whose predicate excludes it), or can we not
- *		tell?  The paths that write index entries themselves (marker.c,
- *		twophase_fast.c) skip an index only when it holds none, and write
- *		one only where it holds all, so that a partial index recreated with
- *		another predicate sends them to the executor.  The table must be
- *		locked.
- *
- * A predicate cannot change without a new index, and a new index
- * invalidates the table's relcache entry, which empties the cache.
- */
-static InboxIndexHolds
-index_holds(Oid index_oid, const InboxObjects *objects, Oid state)
-{
-	InboxIndexHolds holds;
-
-	for (int i = 0; i < index_holds_cached; i++)
-	{
-		if (index_holds_cache[i].index == index_oid &&
-			index_holds_cache[i].state == state)
-			return index_holds_cache[i].holds;
-	}
-
-	holds = index_holds_compute(index_oid, objects, state);
-	if (index_holds_cached < INDEX_HOLDS_CACHE_SIZE)
-	{
-		index_holds_cache[index_holds_cached].index = index_oid;
-		index_holds_cache[index_holds_cached].state = state;
-		index_holds_cache[index_holds_cached].holds = holds;
-		index_holds_cached++;
-	}
-	return holds;
-}
-
-/*
- * inbox_index_holds_all
- *		Does this index of the table hold an entry for every row in this
- *		state?  For the prune walk, which finds the markers it deletes in
- *		inbox_prunable.  The table must be locked.
- */
-bool
-inbox_index_holds_all(Oid index_oid, const InboxObjects *objects, Oid state)
-{
-	return index_holds(index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL;
-}
-
-/*
- * inbox_open_state_index
- *		For the paths that form a row's index entries themselves (marker.c,
- *		twophase_fast.c): the index besides the key that a row in this
- *		state enters, inbox_prunable for a processed one, inbox_open_claims
- *		for a claim, opened with RowExclusiveLock; NULL when they may not.
- *
- * They may when the table has exactly inbox.sql's three indexes, the key
- * and this one ready, valid and live, on inbox.sql's columns, and the
- * predicates say that the row belongs in both and not in the third (which
- * is then left alone, in whatever state it is, as the executor would).
- * The table must be locked.
- */
-Relation
-inbox_open_state_index(Relation heap, const InboxObjects *objects,
-					   Relation key_index, Oid state)
-{
-	static const AttrNumber key_columns[] = {
-		INBOX_ATT_MESSAGE_ID, INBOX_ATT_CONSUMER};
-	static const AttrNumber prunable_columns[] = {
-		INBOX_ATT_CONSUMER, INBOX_ATT_PROCESSED_AT, INBOX_ATT_ID};
-	static const AttrNumber open_claims_columns[] = {
-		INBOX_ATT_CONSUMER, INBOX_ATT_ID};
-	bool		processed = state == objects->processed_oid;
-	Oid			index_oid = processed ? objects->prunable_oid : objects->open_claims_oid;
-	Oid			other_oid = processed ? objects->open_claims_oid : objects->prunable_oid;
-	Relation	index;
-
-	Assert(processed || state == objects->claimed_oid);
-	if (!indexes_are_ours(heap, objects))
-		return NULL;
-
-	index = index_open(index_oid, RowExclusiveLock);
-	if (inbox_index_is_usable(key_index) && inbox_index_is_usable(index) &&
-		inbox_index_is(key_index, lengthof(key_columns), key_columns) &&
-		(processed ?
-		 inbox_index_is(index, lengthof(prunable_columns), prunable_columns) :
-		 inbox_index_is(index, lengthof(open_claims_columns), open_claims_columns)) &&
-		index_holds(objects->key_index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL &&
-		index_holds(index_oid, objects, state) == INBOX_INDEX_HOLDS_ALL &&
-		index_holds(other_oid, objects, state) == INBOX_INDEX_HOLDS_NONE)
-		return index;
-	index_close(index, NoLock);
-	return NULL;
 }
 
 /*
@@ -1092,16 +706,18 @@ objects_query_text(const char *query_format, const InboxObjects *objects)
  * query_format names the extension's schema as %1$s, and, in the
  * maintenance passes' statements, which may run on a shard, the table as
  * %2$s and inbox_consumers as %3$s (objects_query_text).  The caller must
- * be connected to SPI.  ALTER TABLE
- * needs no rebuild here: the plan cache replans a saved plan whose tables
- * changed.
+ * be connected to SPI.  ALTER TABLE needs no rebuild here: the plan cache
+ * replans a saved plan whose tables changed.
  *
  * The plan cache parses the query again under the caller's search_path
  * whenever that path changes, so the query text must name everything
  * explicitly: objects in %1$s, functions in pg_catalog, operators with the
- * INBOX_EQ family of macros.  The table is read and changed as ONLY
- * %1$s.inbox: a table someone made inherit from it is not the extension's,
- * and a row pointer (ctid) names a row of one table only.
+ * INBOX_EQ family of macros.  The statements of a single server read and
+ * change ONLY %1$s.inbox: a table someone made inherit from it is not the
+ * extension's, and a row pointer (ctid) names a row of one table only.  The
+ * statements for a table Citus manages (claim.c's *_citus, twophase_citus.c)
+ * name it without ONLY, because Citus routes a statement on the distributed
+ * table, never one on ONLY it, to its shards.
  */
 SPIPlanPtr
 inbox_plan(InboxPlan *cached, const InboxObjects *objects,
@@ -1130,4 +746,17 @@ inbox_plan(InboxPlan *cached, const InboxObjects *objects,
 		pfree(query);
 	}
 	return cached->plan;
+}
+
+/*
+ * inbox_spi_check
+ *		Raise an internal error unless an SPI call returned expected.  Only
+ *		a bug or a changed table can make it fail: the statements are ours.
+ */
+void
+inbox_spi_check(int rc, int expected, const char *statement)
+{
+	if (rc != expected)
+		elog(ERROR, "%s statement returned %s, expected %s", statement,
+			 SPI_result_code_string(rc), SPI_result_code_string(expected));
 }

@@ -3,14 +3,26 @@
  * probe.c
  *	  Probes of the key index: is there a marker for (message_id, consumer)?
  *
- * Every claim starts by looking its message up in the unique index on
- * (message_id, consumer): the one-phase claims' SQL path with the caller's
- * snapshot (claim.c), the fast paths with a dirty snapshot that also sees
- * markers still being written (marker.c), inbox_complete's fast path with
- * a new snapshot (twophase_fast.c).  They share the scan keys and, where
- * they keep a scan open for many messages of one consumer, the probe
- * below; the snapshot is the caller's choice, and so is what a marker
- * found means.
+ * The one place where the extension reads its table without the executor
+ * (docs/architecture.md, "The probe").  A one-phase claim (claim.c) looks
+ * its message up in the unique index on (message_id, consumer) with the
+ * caller's active snapshot before it runs its INSERT: a marker the
+ * snapshot sees is a duplicate, answered false without a subtransaction,
+ * an XID or a dead tuple.  Everything else (no marker, a marker still being
+ * written, a caller or an index the probe cannot answer for) is left to
+ * the INSERT, which waits and decides.
+ *
+ * The contract:
+ *	- it only reads, and never waits: a marker in progress is invisible to
+ *	  an MVCC snapshot, and the INSERT waits for it in the executor;
+ *	- it holds no buffer pin once a call returns (inbox_key_probe_end ends
+ *	  the scan), so it never holds up VACUUM's cleanup locks;
+ *	- it answers only where the INSERT that follows would answer the same
+ *	  for a visible marker (inbox_probe_applies): the caller holds the
+ *	  table-wide privileges the statement needs, no row-level security
+ *	  applies, the index is complete, the snapshot is MVCC, and the rows are
+ *	  in this table (not in Citus's shards).  Under SERIALIZABLE the scan
+ *	  takes the predicate locks a SELECT would.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,9 +31,13 @@
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/tableam.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/snapmgr.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 
 #include "inbox.h"
 
@@ -39,6 +55,62 @@ inbox_key_scankeys(ScanKeyData *keys, Relation key_index, text *consumer)
 	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber,
 						   InvalidOid, key_index->rd_indcollation[1],
 						   F_TEXTEQ, PointerGetDatum(consumer));
+}
+
+/*
+ * inbox_row_security_applies
+ *		Do row-level security policies apply to the current user on this
+ *		table?  The probe would bypass them: such a caller's statements
+ *		decide alone, with the policies applied.
+ */
+bool
+inbox_row_security_applies(Relation rel)
+{
+	return rel->rd_rel->relrowsecurity &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, false) == RLS_ENABLED;
+}
+
+/*
+ * probe_may_select_key
+ *		May the current user read the key columns, as INSERT ... ON
+ *		CONFLICT (their arbiter) and RETURNING message_id require?
+ */
+static bool
+probe_may_select_key(Oid table)
+{
+	if (pg_class_aclcheck(table, GetUserId(), ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	return pg_attribute_aclcheck(table, INBOX_ATT_MESSAGE_ID, GetUserId(),
+								 ACL_SELECT) == ACLCHECK_OK &&
+		pg_attribute_aclcheck(table, INBOX_ATT_CONSUMER, GetUserId(),
+							  ACL_SELECT) == ACLCHECK_OK;
+}
+
+/*
+ * inbox_probe_applies
+ *		May a probe of key_index with the active snapshot answer "a marker
+ *		exists" in place of the claim's INSERT?  Only where that statement
+ *		would find the same marker without an error: the caller may INSERT
+ *		into the whole table and read the key columns, no row-level
+ *		security applies, the index is complete (not one CREATE INDEX
+ *		CONCURRENTLY or REINDEX CONCURRENTLY is building), the snapshot is
+ *		MVCC, and the rows are in this table.  Otherwise the statement
+ *		decides alone, with every check of its own.  heap and key_index
+ *		are open and locked.
+ */
+bool
+inbox_probe_applies(Relation heap, Relation key_index,
+					const InboxObjects *objects)
+{
+	Form_pg_index form = key_index->rd_index;
+
+	return !objects->table_in_citus &&
+		form->indisvalid && form->indisready && form->indislive &&
+		IsMVCCSnapshot(GetActiveSnapshot()) &&
+		pg_class_aclcheck(RelationGetRelid(heap), GetUserId(),
+						  ACL_INSERT) == ACLCHECK_OK &&
+		probe_may_select_key(RelationGetRelid(heap)) &&
+		!inbox_row_security_applies(heap);
 }
 
 /*

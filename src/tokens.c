@@ -539,20 +539,27 @@ tokens_setval(Oid sequence, int64 value, bool is_called)
 void
 inbox_tokens_drawn(Oid sequence, int64 largest)
 {
+	Relation	rel;
+	InboxTokensPosition position;
+
 	if (!OidIsValid(sequence))
 		return;
+	if (sequence == reserved_sequence && largest > 0 && largest < reserved_below)
+		return;
 
-	if (largest <= 0)
-	{
-		Relation	rel;
-		InboxTokensPosition position;
-
-		/* nextval holds RowExclusiveLock until the transaction ends */
-		rel = relation_open(sequence, NoLock);
-		tokens_read_position(rel, &position);
-		relation_close(rel, NoLock);
+	/*
+	 * The ceiling covers what the sequence handed out, and no more.  A
+	 * takeover's token above the sequence's position came from the token of
+	 * the row it replaced (one more, twophase.c), a column a consumer role
+	 * may write: raising the ceiling to it would let that role move every
+	 * consumer's sequence to its end.  nextval holds RowExclusiveLock until
+	 * the transaction ends.
+	 */
+	rel = relation_open(sequence, NoLock);
+	tokens_read_position(rel, &position);
+	relation_close(rel, NoLock);
+	if (largest <= 0 || largest > position.last_value)
 		largest = position.last_value;
-	}
 	if (sequence == reserved_sequence && largest < reserved_below)
 		return;
 

@@ -47,11 +47,6 @@
  * On a table Citus manages, each function runs twophase_citus.c's
  * statements instead, which Citus can route to the message's shard.
  *
- * Under READ COMMITTED, the commonest calls, a begin of a message that has
- * no marker and a completion, are written without SQL by twophase_fast.c,
- * with the same waits and results as their statements below; every other
- * case, and every call it declines, runs the statement.
- *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -113,6 +108,7 @@ PG_FUNCTION_INFO_V1(inbox_next);
 	" i.attempts" INBOX_LT "(SELECT max_attempts FROM attempts_setting) "
 
 static InboxPlan begin_row_plan;
+static InboxPlan begin_lock_plan;
 static InboxPlan begin_plan;
 static InboxPlan extend_plan;
 static InboxPlan complete_plan;
@@ -171,8 +167,8 @@ twophase_token_sequence(const InboxObjects *objects)
 static bool
 twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 {
-	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "inbox claim update failed");
+	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
+					SPI_OK_UPDATE, "inbox claim update");
 	return SPI_processed == 1;
 }
 
@@ -200,8 +196,8 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 	bool		isnull;
 	TimestampTz lease_until;
 
-	if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "inbox_begin statement failed");
+	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 1),
+					SPI_OK_SELECT, "inbox_begin");
 	if (SPI_processed == 0)
 		return false;
 
@@ -233,11 +229,14 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
  *		The claim that inbox_begin and inbox_begin_outcome make, and what
  *		it found.  The arguments are theirs.
  *
- * A new message is claimed without SQL (twophase_fast.c).  Otherwise:
- *
  * 1. A read of the marker.  Processed and failed are final (no claim
  *	  leaves them), so the answer needs no lock, writes nothing and draws
  *	  no token: the common duplicate of a processed message costs a read.
+ *	  A claim whose lease runs past now is read again with FOR SHARE,
+ *	  which waits for a transaction changing it (a completion or a release
+ *	  in flight) and returns the latest version: still live, it is busy,
+ *	  without running the upsert's much larger plan; otherwise the upsert
+ *	  decides.
  * 2. The upsert: a new claim, or ON CONFLICT DO UPDATE, which locks the
  *	  latest version of the row and takes it if it is released or its lease
  *	  ran out by now, or marks it failed if its attempts are used up.  It
@@ -246,7 +245,11 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
  *	  drawn in DO UPDATE, after the lock: drawn in the INSERT's projection,
  *	  before the wait, it could be lower than the token of a claim that
  *	  took the row meanwhile (specs/twophase-token-order.spec).  The
- *	  projection's own draw is then wasted; tokens may have gaps.
+ *	  projection's own draw is then wasted; tokens may have gaps.  A
+ *	  takeover's token is above the token it replaces by construction
+ *	  (GREATEST with that token + 1), whatever the sequence says: after a
+ *	  logical replica takes over the writes, or a restore, the sequence may
+ *	  stand below the tokens the rows carry (docs/tokens.md).
  * 3. When the upsert took nothing, the row is still locked by it, so a
  *	  read with a new snapshot sees the very version that decided:
  *	  processed, failed, or a claim whose lease runs past now (busy).
@@ -262,31 +265,21 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	Interval   *lease = inbox_arg_lease(fcinfo, 2);
 	Datum		payload = inbox_arg_payload(fcinfo, 3);
 	InboxObjects objects;
-	Relation	heap;
 	SPIPlanPtr	row_plan;
+	SPIPlanPtr	lock_plan;
 	SPIPlanPtr	plan;
 	Datum		values[8];
 	char		nulls[8];
 	TimestampTz now;
-	bool		claimed;
+	bool		answered;
 
 	memset(result, 0, sizeof(*result));
 
-	/* A new message: its claim is written without SQL (twophase_fast.c). */
-	heap = twophase_open(caller, &objects);
+	table_close(twophase_open(caller, &objects), NoLock);
 	if (objects.table_in_citus)
 	{
-		table_close(heap, NoLock);
 		inbox_citus_begin(&objects, message_id, consumer, lease, payload,
 						  result);
-		return;
-	}
-	claimed = inbox_fast_begin(&objects, heap, message_id, consumer, lease,
-							   payload, &result->token);
-	table_close(heap, NoLock);
-	if (claimed)
-	{
-		result->outcome = INBOX_OUTCOME_CLAIMED;
 		return;
 	}
 
@@ -298,18 +291,29 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(now);
 
-	/* 1. A final state answers without a lock. */
+	/* 1. A final state answers without a lock, a live claim after FOR SHARE. */
 	row_plan = inbox_plan(&begin_row_plan, &objects,
 						  "SELECT state::pg_catalog.text, lease_until"
 						  " FROM ONLY %1$s.inbox"
 						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
 						  2, argtypes);
-	if (twophase_row_answers(row_plan, values, now, result) &&
-		result->outcome != INBOX_OUTCOME_BUSY)
+	answered = twophase_row_answers(row_plan, values, now, result);
+	if (answered && result->outcome == INBOX_OUTCOME_BUSY)
+	{
+		lock_plan = inbox_plan(&begin_lock_plan, &objects,
+							   "SELECT state::pg_catalog.text, lease_until"
+							   " FROM ONLY %1$s.inbox"
+							   " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
+							   " FOR SHARE",
+							   2, argtypes);
+		answered = twophase_row_answers(lock_plan, values, now, result);
+	}
+	if (answered)
 	{
 		SPI_finish();
 		return;
 	}
+	memset(result, 0, sizeof(*result));
 
 	/*----------
 	 * 2. Claim it, or take it over, under the row lock.  In plain SQL (the
@@ -332,7 +336,8 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	 *		state = CASE WHEN left
 	 *				THEN 'claimed'::inbox_state ELSE 'failed' END,
 	 *		token = CASE WHEN left
-	 *				THEN pg_catalog.nextval($8) ELSE i.token END,
+	 *				THEN GREATEST(pg_catalog.nextval($8), i.token + 1)
+	 *				ELSE i.token END,
 	 *		lease_until = CASE WHEN left THEN excluded.lease_until END,
 	 *		attempts = CASE WHEN left
 	 *				   THEN i.attempts + 1 ELSE i.attempts END,
@@ -358,12 +363,13 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 					  " (message_id, consumer, state, received_at, token,"
 					  "  lease_until, attempts, payload)"
 					  " SELECT $1, $2, 'claimed', $3, pg_catalog.nextval($8),"
-					  " $3" INBOX_PLUS "s.lease, 1, $5 FROM lease_setting s"
+					  " " INBOX_UTC_PLUS("$3", "s.lease") ", 1, $5 FROM lease_setting s"
 					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
 					  " state = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
 					  " token = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN pg_catalog.nextval($8) ELSE i.token END,"
+					  "  THEN GREATEST(pg_catalog.nextval($8), i.token" INBOX_PLUS "1)"
+					  "  ELSE i.token END,"
 					  " lease_until = CASE WHEN" ATTEMPTS_LEFT
 					  "  THEN excluded.lease_until END,"
 					  " attempts = CASE WHEN" ATTEMPTS_LEFT
@@ -389,8 +395,8 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	values[6] = Int32GetDatum(inbox_max_attempts);
 	values[7] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
-	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "inbox_begin statement failed");
+	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
+					SPI_OK_INSERT_RETURNING, "inbox_begin");
 	if (SPI_processed == 1)
 	{
 		HeapTuple	row = SPI_tuptable->vals[0];
@@ -533,7 +539,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 	SPI_connect();
 	plan = inbox_plan(&extend_plan, &objects,
 					  "UPDATE ONLY %1$s.inbox"
-					  " SET lease_until = $4" INBOX_PLUS CONSUMER_LEASE("$2", "$5", "$6")
+					  " SET lease_until = " INBOX_UTC_PLUS("$4", CONSUMER_LEASE("$2", "$5", "$6"))
 					  CLAIM_WITH_TOKEN STATE_IS("claimed"),
 					  6, argtypes);
 
@@ -567,24 +573,14 @@ inbox_complete(PG_FUNCTION_ARGS)
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	int64		token = inbox_arg_token(fcinfo, 2);
 	InboxObjects objects;
-	Relation	heap;
 	SPIPlanPtr	plan;
 	Datum		values[4];
 	bool		completed;
-	bool		answered;
 
-	heap = twophase_open("inbox_complete()", &objects);
+	table_close(twophase_open("inbox_complete()", &objects), NoLock);
 	if (objects.table_in_citus)
-	{
-		table_close(heap, NoLock);
 		PG_RETURN_BOOL(inbox_citus_complete(&objects, message_id, consumer,
 											token));
-	}
-	answered = inbox_fast_complete(&objects, heap, message_id, consumer, token,
-								   &completed);
-	table_close(heap, NoLock);
-	if (answered)
-		PG_RETURN_BOOL(completed);
 
 	SPI_connect();
 	plan = inbox_plan(&complete_plan, &objects,
@@ -611,8 +607,8 @@ inbox_complete(PG_FUNCTION_ARGS)
 						  "SELECT 1 FROM ONLY %1$s.inbox"
 						  CLAIM_WITH_TOKEN STATE_IS("processed"),
 						  3, argtypes);
-		if (SPI_execute_plan(plan, values, NULL, false, 1) != SPI_OK_SELECT)
-			elog(ERROR, "inbox_complete statement failed");
+		inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 1),
+						SPI_OK_SELECT, "inbox_complete");
 		completed = SPI_processed == 1;
 	}
 	SPI_finish();
@@ -718,8 +714,8 @@ inbox_next(PG_FUNCTION_ARGS)
 					  " " CONSUMER_MAX_ATTEMPTS("$1", "$6") " AS max_attempts),"
 					  " taken AS ("
 					  " UPDATE ONLY %1$s.inbox i SET state = 'claimed',"
-					  " token = pg_catalog.nextval($7),"
-					  " lease_until = $2" INBOX_PLUS "(SELECT lease FROM settings),"
+					  " token = GREATEST(pg_catalog.nextval($7), i.token" INBOX_PLUS "1),"
+					  " lease_until = " INBOX_UTC_PLUS("$2", "SELECT lease FROM settings") ","
 					  " attempts = i.attempts" INBOX_PLUS "1"
 					  " WHERE i.ctid" INBOX_EQ "ANY (ARRAY("
 					  "  SELECT x.ctid FROM ONLY %1$s.inbox x"
@@ -743,8 +739,8 @@ inbox_next(PG_FUNCTION_ARGS)
 	values[5] = Int32GetDatum(inbox_max_attempts);
 	values[6] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
-	if (SPI_execute_plan(plan, values, nulls, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "inbox_next statement failed");
+	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
+					SPI_OK_SELECT, "inbox_next");
 	if (SPI_processed > 0)
 		inbox_tokens_drawn(objects.token_sequence_oid, 0);
 

@@ -32,9 +32,8 @@ restart_after_crash = on
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION inbox');
 
-# Draws 3 x count tokens with autocommit claims (new messages through the
-# fast path, released ones taken by inbox_next, then by inbox_begin's
-# takeover), checks that they increase in the order drawn, and returns the
+# Draws 3 x count tokens with autocommit claims (new messages, released
+# ones taken by inbox_next, then by inbox_begin's takeover), checks that they increase in the order drawn, and returns the
 # largest.
 my $round = 0;
 sub draw_tokens

@@ -21,9 +21,9 @@ inbox.naptime = '1d'
 synchronous_commit = off
 };
 
-# Draws count tokens on node through inbox_begin (new messages, the fast
-# path) and inbox_next (released ones, the SQL path); checks that they
-# increase in the order drawn, and returns them.
+# Draws count tokens on node through inbox_begin (new messages) and
+# inbox_next (released ones); checks that they increase in the order
+# drawn, and returns them.
 my $round = 0;
 sub draw_tokens
 {

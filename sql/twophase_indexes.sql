@@ -1,10 +1,8 @@
 --
--- The fast path of the two-phase claims (src/twophase_fast.c) writes a new
--- claim, and its completion, without SQL under READ COMMITTED.  It must
--- leave exactly what inbox_begin's and inbox_complete's statements leave,
--- which run under REPEATABLE READ: the same rows, and an entry in every
--- index that should have one.  Where it does not apply, the statements
--- run and decide.
+-- inbox_begin and inbox_complete write with their statements under every
+-- isolation level: the same rows under READ COMMITTED and REPEATABLE
+-- READ, and an entry in every index that should have one, including
+-- indexes a DBA added or recreated.
 --
 CREATE EXTENSION inbox;
 CREATE EXTENSION amcheck;
@@ -16,8 +14,8 @@ CREATE EXTENSION amcheck;
 
 SELECT inbox_configure('sms', lease => interval '7 minutes');
 
--- The same calls on both paths: 'f-' messages through the fast path, 's-'
--- through the statements.
+-- The same calls under both isolation levels: 'f-' messages under READ
+-- COMMITTED, 's-' under REPEATABLE READ.
 CREATE FUNCTION pg_temp.calls(prefix text) RETURNS SETOF text LANGUAGE plpgsql AS $$
 DECLARE
 	token bigint;
@@ -67,8 +65,8 @@ WHERE f.message_id LIKE 'f-%'
 		 s.processed_at IS NULL, s.token IS NULL);
 :check_indexes
 
--- An index a DBA added: a new claim's entries are the executor's (marker.c),
--- and the completion is the statement's; both enter the new index.
+-- An index a DBA added: the claim's and the completion's row versions
+-- both enter it.
 CREATE INDEX inbox_by_lease ON inbox (lease_until);
 SELECT inbox_complete('a-1', 'email', inbox_begin('a-1', 'email')) AS completed;
 SELECT state, lease_until IS NULL AS lease_ended FROM inbox WHERE message_id = 'a-1';
@@ -76,10 +74,8 @@ SELECT state, lease_until IS NULL AS lease_ended FROM inbox WHERE message_id = '
 DROP INDEX inbox_by_lease;
 
 -- The partial indexes recreated with other predicates: inbox_open_claims
--- for every row, inbox_prunable for claims too.  The fast paths know which
--- indexes a row belongs in from the predicates; these no longer say what
--- they expect, so the entries go through the executor (a claim) or the
--- statement (a completion), into every index whose predicate admits them.
+-- for every row, inbox_prunable for claims too: the executor puts each
+-- row version into every index whose predicate admits it.
 DROP INDEX inbox_open_claims;
 CREATE INDEX inbox_open_claims ON inbox (consumer, id);
 DROP INDEX inbox_prunable;
@@ -97,8 +93,7 @@ CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
 	WITH (deduplicate_items = off) WHERE state IN ('processed', 'failed');
 
 -- Column privileges: the statements accept a role granted only the columns
--- they use, which the fast path does not check; it leaves them to the
--- statements, so both paths accept the same roles.
+-- they use.
 CREATE ROLE regress_inbox_columns;
 GRANT EXECUTE ON FUNCTION inbox_begin(text, text, interval, jsonb),
 	inbox_complete(text, text, bigint) TO regress_inbox_columns;
@@ -120,15 +115,15 @@ SELECT inbox_begin('c-2', 'email');
 RESET ROLE;
 SELECT count(*) AS written FROM inbox WHERE message_id = 'c-2';
 
--- The fast path is what ran above: in a new session, a new claim and its
--- completion prepare none of the statements, which the SQL path caches
--- (a plan cache context named after each statement's text).
+-- Each statement is planned once per backend and kept (a plan cache
+-- context named after each statement's text): in a new session, a new
+-- claim and its completion prepare three (the begin's read of the marker,
+-- its upsert, the completion), and later calls none anew.
 \c
 SELECT inbox_complete('p-1', 'email', inbox_begin('p-1', 'email')) AS completed;
 SELECT count(*) AS statements_cached FROM pg_backend_memory_contexts
 WHERE name = 'CachedPlanSource' AND ident LIKE '%inbox%';
--- Under REPEATABLE READ the SQL path runs: the begin's read of the marker
--- and its upsert, and the completion.
+-- The same statements under REPEATABLE READ.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT inbox_complete('p-2', 'email', inbox_begin('p-2', 'email')) AS completed;
 COMMIT;
