@@ -26,6 +26,7 @@ CREATE TABLE batch_inbox (LIKE article_inbox INCLUDING ALL);
 -- counterpart of inbox's own inbox_prunable.
 CREATE TABLE rawidx_inbox (LIKE article_inbox INCLUDING ALL);
 CREATE INDEX ON rawidx_inbox (consumer, processed_at);
+CREATE TABLE batchidx_inbox (LIKE rawidx_inbox INCLUDING ALL);
 
 -- A PL/pgSQL function with an EXCEPTION block.
 CREATE FUNCTION plpgsql_claim(p_message_id text, p_consumer text)

@@ -98,7 +98,9 @@ SELECT inbox_complete('t-1', 'credit', (SELECT token FROM inbox WHERE message_id
 SELECT * FROM inbox_begin_outcome('t-1', 'credit');
 
 -- A takeover draws above the token it replaces, however far ahead that
--- one is (drawn on another node): this node's sequence moves up to it.
+-- one is (drawn on another node, or written by hand), and the node's
+-- sequence stays where it was: a token a consumer role wrote into its row
+-- must not use the sequence up for every consumer (docs/security.md).
 SELECT inbox_begin('t-3', 'credit', lease => '1 minute') IS NOT NULL AS begun;
 UPDATE inbox SET token = (5000::bigint << 10) | 1, lease_until = now() - interval '1 second'
 WHERE message_id = 't-3';
@@ -107,6 +109,7 @@ FROM inbox_begin_outcome('t-3', 'credit');
 SELECT inbox_fail('t-3', 'credit', (SELECT token FROM inbox WHERE message_id = 't-3'), 'boom') AS failed;
 SELECT state, attempts, last_error FROM inbox WHERE message_id = 't-3';
 SELECT message_id, attempts, token > (5000::bigint << 10) AS above FROM inbox_next('credit', max => 5);
+SELECT last_value < 5000 AS sequence_not_moved FROM inbox_token_seq;
 SELECT inbox_fail('t-3', 'credit', (SELECT token FROM inbox WHERE message_id = 't-3'), 'boom') AS failed;
 
 -- Attempts used up: a begin marks it failed, with the reclaimer's words.

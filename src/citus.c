@@ -22,20 +22,19 @@
  *	Tokens keep the group id in their low TOKENS_GROUP_BITS bits, below
  *	a count the node draws from its own inbox_token_seq (with everything
  *	tokens.c makes it promise on that node).  Two nodes never draw the
- *	same token.  A claim that takes a message over draws a token above the
- *	one it replaces (inbox_citus_token's above), moving this node's
- *	sequence up past the other node's count if it is behind
- *	(inbox_tokens_draw_above), as a Lamport clock does.  So a message's
- *	tokens increase whichever nodes its claims came through, but two
- *	tokens of different messages drawn on different nodes say nothing
- *	about which claim came first.
- *
- * What this does not cover: a node whose sequence was moved up into a
- * later epoch than its own (another node's, after that one's failover or
- * restore) and that then fails over to a standby that had not received
- * the move may draw some of those counts again, for other messages; a
- * message's own tokens still increase, since each takeover draws above
- * the token its marker holds (docs/citus.md).
+ *	same token.  A claim that takes a message over gets a token above the
+ *	one it replaces (inbox_citus_token's above): its count is the next of
+ *	the node's sequence, or, if that is not above the replaced token's
+ *	count (another node's sequence may stand far ahead), one more than
+ *	that count, without moving the sequence.  The replaced token is a
+ *	column a consumer role may write: a value it wrote must never steer
+ *	the node's sequence, or one forged token would use it up for every
+ *	consumer.  So a message's tokens increase whichever nodes its claims
+ *	came through; a count taken that way may be drawn again by this node
+ *	later, for another message (global uniqueness is the sequence's, and
+ *	docs/tokens.md says what a reader loses with it); and two tokens of
+ *	different messages drawn on different nodes say nothing about which
+ *	claim came first.
  *
  *-------------------------------------------------------------------------
  */
@@ -144,7 +143,9 @@ inbox_citus_token(const InboxObjects *objects, int32 group, int64 above)
 				 errmsg("no token is left above " INT64_FORMAT, above),
 				 errdetail("On Citus, a token holds a count below " INT64_FORMAT " and the node's group id.",
 						   max_count)));
-	count = inbox_tokens_draw_above(objects->token_sequence_oid, floor);
+	count = nextval_internal(objects->token_sequence_oid, true);
+	if (count <= floor)
+		count = floor + 1;
 	if (count > max_count)
 		ereport(ERROR,
 				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),

@@ -37,6 +37,7 @@ _PG_init(void)
 	 */
 	if (process_shared_preload_libraries_in_progress && !IsBinaryUpgrade)
 	{
+		inbox_tokens_note_start();
 		inbox_shmem_init();
 		inbox_worker_register();
 	}

@@ -332,7 +332,7 @@ extern void inbox_key_probe_end(InboxKeyProbe *probe);
 /* tokens.c */
 extern void inbox_tokens_check(Oid sequence);
 extern void inbox_tokens_drawn(Oid sequence, int64 largest);
-extern int64 inbox_tokens_draw_above(Oid sequence, int64 floor);
+extern void inbox_tokens_note_start(void);
 
 /*
  * What a begin found, and what the consumer should do about it.  Every

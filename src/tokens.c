@@ -50,11 +50,17 @@
  *	sequence inbox_token_epoch together with a hash of the system
  *	identifier and the database OID.  That sequence is not dumped and
  *	pg_upgrade changes the system identifier, so both start a new lineage,
- *	above every token of the old one; a standby and a crash keep the
- *	lineage.  The lineage is written with setval, which is not undone by
- *	a rollback, before the first token is drawn in it, so any standby that
- *	has a token of the lineage has its base too, and one that has neither
- *	computes the same base from the same sequence value.
+ *	above every token of the old one; so does a start from a base backup,
+ *	whose identity is salted (inbox_tokens_note_start).  A standby and a
+ *	crash keep the lineage.  The lineage is written with setval, which is
+ *	not undone by a rollback, before the first token is drawn in it, so
+ *	any standby that has a token of the lineage has its base too, and one
+ *	that has neither computes the same base from the same sequence value.
+ *
+ *	All of this is about the sequence, which keeps tokens unique across
+ *	messages.  What fencing needs, a token above the token it replaces,
+ *	does not rest on it: a takeover draws GREATEST(nextval, token + 1) in
+ *	the statement that holds the row (twophase.c).
  *
  * Concurrency: inbox_tokens_check takes the sequence's RowExclusiveLock,
  * as nextval does, which excludes ALTER SEQUENCE until the transaction
@@ -74,6 +80,8 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <sys/stat.h>
 
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -135,6 +143,16 @@ static TimeLineID lifted_timeline = 0;
 #define TOKENS_RESERVE		1024
 static Oid	reserved_sequence = InvalidOid;
 static int64 reserved_below = 0;
+
+/*
+ * Nonzero when this server started from a base backup (a backup_label file
+ * was there when the postmaster loaded the library): mixed into every
+ * lineage's identity, so that each database starts a new lineage at its
+ * first draw, above the tokens handed out after the backup was taken,
+ * which the backup lacks (inbox_tokens_note_start).  Set in the postmaster,
+ * inherited by every process it starts.
+ */
+static uint32 tokens_start_salt = 0;
 
 /* The sequence's current position, read from its page. */
 typedef struct InboxTokensPosition
@@ -476,7 +494,37 @@ tokens_identity(void)
 	memset(&key, 0, sizeof(key));
 	key.system_identifier = GetSystemIdentifier();
 	key.database = MyDatabaseId;
-	return hash_bytes((const unsigned char *) &key, sizeof(key)) & 0x7FFFFFFF;
+	return hash_combine(hash_bytes((const unsigned char *) &key, sizeof(key)),
+						tokens_start_salt) & 0x7FFFFFFF;
+}
+
+/*
+ * inbox_tokens_note_start
+ *		In the postmaster, while it loads the library: does this start
+ *		restore a base backup?
+ *
+ * A base backup (pg_basebackup, or the files copied between
+ * pg_backup_start and pg_backup_stop) has a backup_label, which the
+ * startup process reads and renames; the postmaster loads the preloaded
+ * libraries before it starts that process.  Started as is, such a backup
+ * stays on its timeline, with its system identifier and database OIDs, so
+ * nothing else tells it from a crash; and unlike a crash it lacks WAL that
+ * the server it was taken from wrote after it, with the raises of the
+ * durable ceiling among it.  A new lineage per database puts its tokens in
+ * a new epoch, above all of those.  A disk or VM snapshot has no
+ * backup_label and looks exactly like a crash: docs/tokens.md says what
+ * holds then.
+ */
+void
+inbox_tokens_note_start(void)
+{
+	struct stat st;
+
+	if (stat("backup_label", &st) != 0)
+		return;
+	if (!pg_strong_random(&tokens_start_salt, sizeof(tokens_start_salt)))
+		tokens_start_salt = (uint32) GetCurrentTimestamp();
+	tokens_start_salt |= 1;		/* never 0: 0 means not restored */
 }
 
 /*
@@ -566,51 +614,6 @@ inbox_tokens_drawn(Oid sequence, int64 largest)
 	/* only once it is durable */
 	reserved_below = tokens_raise_reserve(sequence, largest);
 	reserved_sequence = sequence;
-}
-
-/*
- * inbox_tokens_draw_above
- *		Draw a token greater than floor, moving the sequence up to floor
- *		first if it is behind: for a cluster whose nodes each draw from a
- *		sequence of their own (citus.c), a takeover's token must exceed
- *		one another node drew.
- *
- * With setval, in one step, not with nextval up to floor: the gap can be
- * a whole epoch (2^44 values) after another node's failover.  setval
- * could move the sequence back below a token drawn concurrently, so every
- * draw through this function holds a session ShareUpdateExclusiveLock on
- * the sequence, which serializes them and conflicts with no lock nextval
- * or another transaction holds; held for the draw only, never while
- * waiting for anything else, so it deadlocks with nothing.  While Citus
- * manages the table, every draw of its tokens comes through here.
- *
- * The caller has called inbox_tokens_check, and calls inbox_tokens_drawn
- * before any client sees the token.
- */
-int64
-inbox_tokens_draw_above(Oid sequence, int64 floor)
-{
-	LockRelId	lockid;
-	volatile int64 value = 0;
-
-	lockid.relId = sequence;
-	lockid.dbId = MyDatabaseId;
-	LockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
-	PG_TRY();
-	{
-		value = nextval_internal(sequence, true);
-		if (value <= floor)
-		{
-			tokens_setval(sequence, floor, true);
-			value = nextval_internal(sequence, true);
-		}
-	}
-	PG_FINALLY();
-	{
-		UnlockRelationIdForSession(&lockid, ShareUpdateExclusiveLock);
-	}
-	PG_END_TRY();
-	return value;
 }
 
 /*
