@@ -71,8 +71,8 @@ SET inbox.batch_size = 4;
 SELECT inbox_prune() AS pruned;
 SELECT count(*) FILTER (WHERE consumer = 'good') AS good_left, count(*) AS all_left FROM inbox;
 -- A consumer longer than the functions allow (only a row written by hand
--- can have one) is passed over with a WARNING, its markers kept, and the
--- pass still ends and prunes the others, in batches of any size.
+-- can have one) is pruned like any other, and the pass still ends and
+-- prunes the others, in batches of any size.
 INSERT INTO inbox (message_id, consumer, processed_at)
 VALUES ('long', repeat('x', 300), now() - interval '30 days');
 SELECT inbox_claim('m-9', 'good');
@@ -82,6 +82,22 @@ SELECT inbox_prune() AS pruned;
 SELECT count(*) FILTER (WHERE message_id = 'long') AS long_kept,
 	   count(*) FILTER (WHERE message_id = 'm-9') AS good_left FROM inbox;
 RESET statement_timeout;
+
+-- A batch counts the consumers it walks past against inbox.batch_size as
+-- it counts markers, so that thousands of consumers with nothing to prune
+-- do not hold one batch's transaction open: here 200 consumers, 7 rows a
+-- batch, and the two markers past their retention at the 100th and the
+-- 200th are found by the batches that resume after the others.
+TRUNCATE inbox;
+SET inbox.batch_size = 7;
+SELECT count(inbox_claim('fresh-' || g, 'c-' || lpad(g::text, 4, '0'))) AS claimed
+FROM generate_series(1, 200) g;
+SELECT count(*) AS configured FROM (SELECT inbox_configure(c, retention => interval '1 hour')
+	FROM unnest(ARRAY['c-0100', 'c-0200']) c) x;
+UPDATE inbox SET processed_at = now() - interval '2 hours'
+WHERE consumer IN ('c-0100', 'c-0200');
+SELECT inbox_prune() AS pruned;
+SELECT count(*) AS kept FROM inbox;
 RESET inbox.batch_size;
 
 TRUNCATE inbox;

@@ -165,8 +165,8 @@ claim_insert_or_nothing(const InboxObjects *objects, text *message_id,
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_INSERT, "inbox_claim");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_INSERT, "inbox_claim");
 	claimed = SPI_processed == 1;
 	SPI_finish();
 	return claimed;
@@ -228,11 +228,11 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 
 	PG_TRY();
 	{
-		int			rc = SPI_execute_plan(plan, values, NULL, false, 0);
-
-		if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
-			elog(ERROR, "inbox marker insert returned %s, " UINT64_FORMAT " rows",
-				 SPI_result_code_string(rc), SPI_processed);
+		inbox_spi_run(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING,
+					  "inbox_claim");
+		if (SPI_processed != 1)
+			elog(ERROR, "inbox marker insert returned " UINT64_FORMAT " rows",
+				 SPI_processed);
 
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
@@ -300,8 +300,8 @@ claim_insert_citus(const InboxObjects *objects, text *message_id,
 	values[2] = PointerGetDatum(consumer);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_INSERT_RETURNING, "inbox marker insert");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_INSERT_RETURNING, "inbox marker insert");
 	claimed = SPI_processed == 1;
 	SPI_finish();
 	return claimed;
@@ -477,8 +477,8 @@ claim_insert_many(const InboxObjects *objects, Datum *ids, int nids,
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_INSERT_RETURNING, "inbox batch insert");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_INSERT_RETURNING, "inbox batch insert");
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{

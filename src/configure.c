@@ -93,9 +93,11 @@ inbox_configure(PG_FUNCTION_ARGS)
 					  " max_attempts = COALESCE(excluded.max_attempts, c.max_attempts)"
 					  " RETURNING c.*",
 					  4, argtypes);
-	if (SPI_execute_plan(plan, values, nulls, false, 0) !=
-		SPI_OK_INSERT_RETURNING || SPI_processed != 1)
-		elog(ERROR, "inbox_configure statement failed");
+	inbox_spi_run(plan, values, nulls, false, 0, SPI_OK_INSERT_RETURNING,
+				  "inbox_configure");
+	if (SPI_processed != 1)
+		elog(ERROR, "inbox_configure statement returned " UINT64_FORMAT " rows",
+			 SPI_processed);
 	result = PointerGetDatum(SPI_returntuple(SPI_tuptable->vals[0],
 											 SPI_tuptable->tupdesc));
 	SPI_finish();

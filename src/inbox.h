@@ -257,6 +257,8 @@ typedef struct InboxPassPosition
 	int64		shard;			/* 0: the table itself, or no shard yet;
 								 * INBOX_PASS_NO_SHARD: past the last */
 	bool		valid;			/* false: start from the first consumer */
+	bool		warned;			/* the pass named the consumers whose
+								 * retention is not valid (prune.c) */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
 	int64		id;				/* its id, */
 	union						/* ... and its consumer, a text datum */
@@ -421,6 +423,9 @@ extern struct _SPI_plan *inbox_plan(InboxPlan *cached,
 									const char *query_format, int nargs,
 									Oid *argtypes);
 extern void inbox_spi_check(int rc, int expected, const char *statement);
+extern int	inbox_spi_run(struct _SPI_plan *plan, Datum *values,
+						  const char *nulls, bool read_only, long count,
+						  int expected, const char *statement);
 
 /* validate.c */
 extern void inbox_arg_not_null(FunctionCallInfo fcinfo, int argno,

@@ -67,6 +67,7 @@
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
@@ -759,4 +760,79 @@ inbox_spi_check(int rc, int expected, const char *statement)
 	if (rc != expected)
 		elog(ERROR, "%s statement returned %s, expected %s", statement,
 			 SPI_result_code_string(rc), SPI_result_code_string(expected));
+}
+
+/*
+ * spi_context_without
+ *		context (an error's CONTEXT lines) without the line that SPI adds for
+ *		query; NULL if nothing is left.
+ */
+static char *
+spi_context_without(const char *context, const char *query)
+{
+	char	   *ours = psprintf(dgettext(PG_TEXTDOMAIN("postgres"),
+										 "SQL statement \"%s\""), query);
+	size_t		ours_len = strlen(ours);
+	StringInfoData kept;
+	const char *line = context;
+
+	initStringInfo(&kept);
+	while (*line != '\0')
+	{
+		const char *end = strchr(line, '\n');
+		size_t		len = end ? (size_t) (end - line) : strlen(line);
+
+		if (len != ours_len || strncmp(line, ours, len) != 0)
+		{
+			if (kept.len > 0)
+				appendStringInfoChar(&kept, '\n');
+			appendBinaryStringInfo(&kept, line, len);
+		}
+		line += len;
+		if (*line == '\n')
+			line++;
+	}
+	return kept.len > 0 ? kept.data : NULL;
+}
+
+/*
+ * inbox_spi_run
+ *		SPI_execute_plan, checked with inbox_spi_check.
+ *
+ * An error the statement raises (a permission, a policy, a constraint, a
+ * replica identity) is the caller's to read, and reaches it as it was
+ * raised, with one change: without the CONTEXT line that quotes our
+ * statement, which tells a user nothing and runs to a thousand characters.
+ * Nothing is caught for good: the error is re-thrown at once, its
+ * SQLSTATE, message, detail, hint and every other context line unchanged.
+ */
+int
+inbox_spi_run(SPIPlanPtr plan, Datum *values, const char *nulls,
+			  bool read_only, long count, int expected, const char *statement)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	volatile int rc = 0;
+
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(plan, values, nulls, read_only, count);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		List	   *sources = SPI_plan_get_plan_sources(plan);
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (edata->context != NULL && sources != NIL)
+			edata->context =
+				spi_context_without(edata->context,
+									((CachedPlanSource *) linitial(sources))->query_string);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	inbox_spi_check(rc, expected, statement);
+	return rc;
 }

@@ -77,35 +77,44 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 
 /*
  * The markers of a prune batch, with their consumer, processed_at and id,
- * the same ones a walk reads: consumers are enumerated by skipping through
- * inbox_prunable (one descent each), then each gives up to a batch of its
- * oldest markers past its retention.  $1 is now, $2 the default retention,
- * $3 the batch size; $4, $5 and $6 the pass's position ($4 NULL: from the
- * first consumer), the (consumer, processed_at, id) where the walk resumes,
- * inclusive.  The row comparison is an index condition on inbox_prunable:
- * the scan starts at the position, without reading again the entries of
- * markers the pass deleted, even where thousands tie on processed_at.
- * A consumer whose retention is not valid (only a row written past the
- * CHECK constraints can have one) gets no markers pruned, and the others
- * are pruned as usual (prune_warn_invalid names them).  lock is appended to the
- * innermost SELECT.
+ * and the consumers it walked past: consumers are enumerated by skipping
+ * through inbox_prunable (one descent each), then each gives up to a batch
+ * of its oldest markers past its retention, or, if it has none, one row
+ * with a NULL tid.  LIMIT $3 counts both, so that a batch walks at most $3
+ * consumers however many have nothing to prune (200,000 consumers once
+ * held one transaction for ten seconds).  $1 is now, $2 the default
+ * retention, $3 the batch size; $4, $5 and $6 the pass's position ($4
+ * NULL: from the first consumer), the (consumer, processed_at, id) where
+ * the walk resumes, inclusive; $5 'infinity': $4 was walked to its end, so
+ * resume after it.  The row comparison is an index condition on
+ * inbox_prunable: the scan starts at the position, without reading again
+ * the entries of markers the pass deleted, even where thousands tie on
+ * processed_at.  A consumer whose retention is not valid (only a row
+ * written past the CHECK constraints can have one) gets no markers pruned,
+ * and the others are pruned as usual (prune_warn_invalid names them).  The
+ * cutoff is computed in UTC.  lock is appended to the innermost SELECT.
  *
  * In plain SQL (the text qualifies every name with the extension's schema
  * and every operator with pg_catalog), with final for
- * '{processed,failed}'::inbox_state[]:
+ * '{processed,failed}'::inbox_state[] and utc(t, i) for
+ * timezone('UTC', timezone('UTC', t) - i):
  *
  *----------
  *	WITH RECURSIVE consumers(consumer) AS (
- *		SELECT COALESCE($4, (SELECT consumer FROM ONLY inbox
- *							 WHERE state = ANY (final)
- *							 ORDER BY consumer LIMIT 1))
+ *		SELECT CASE WHEN $5 = 'infinity'
+ *			   THEN (SELECT consumer FROM ONLY inbox
+ *					 WHERE state = ANY (final) AND consumer > $4
+ *					 ORDER BY consumer LIMIT 1)
+ *			   ELSE COALESCE($4, (SELECT consumer FROM ONLY inbox
+ *								  WHERE state = ANY (final)
+ *								  ORDER BY consumer LIMIT 1)) END
  *		UNION ALL
  *		SELECT (SELECT i.consumer FROM ONLY inbox i
  *				WHERE i.state = ANY (final) AND i.consumer > c.consumer
  *				ORDER BY i.consumer LIMIT 1)
  *		FROM consumers c WHERE c.consumer IS NOT NULL)
  *	SELECT d.tid, c.consumer, d.processed_at, d.id
- *	FROM consumers c CROSS JOIN LATERAL (
+ *	FROM consumers c LEFT JOIN LATERAL (
  *		SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY inbox i
  *		WHERE i.consumer = c.consumer
  *		  AND i.state = ANY (final)
@@ -115,22 +124,26 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  *					 ELSE '-9223372036854775808'::int8 END)
  *		  AND i.processed_at < (
  *				SELECT CASE
- *					WHEN r.retention IS NULL THEN $1 - $2
+ *					WHEN r.retention IS NULL THEN utc($1, $2)
  *					WHEN inbox_retention_is_valid(r.retention)
- *					THEN $1 - r.retention
+ *					THEN utc($1, r.retention)
  *					ELSE '-infinity'::timestamptz END
  *				FROM (SELECT (SELECT x.retention FROM inbox_consumers x
  *							  WHERE x.consumer = c.consumer) AS retention) r)
- *		ORDER BY i.processed_at, i.id LIMIT $3 lock) d
+ *		ORDER BY i.processed_at, i.id LIMIT $3 lock) d ON true
  *	WHERE c.consumer IS NOT NULL
  *	LIMIT $3
  *----------
  */
+#define PRUNE_FIRST_CONSUMER(after) \
+	"(SELECT consumer FROM ONLY %1$s.%2$s" \
+	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" after \
+	"  ORDER BY consumer LIMIT 1)"
 #define PRUNE_CANDIDATES(lock) \
 	"WITH RECURSIVE consumers(consumer) AS (" \
-	" SELECT COALESCE($4, (SELECT consumer FROM ONLY %1$s.%2$s" \
-	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" \
-	"  ORDER BY consumer LIMIT 1))" \
+	" SELECT CASE WHEN $5" INBOX_EQ "'infinity'::pg_catalog.timestamptz" \
+	"  THEN " PRUNE_FIRST_CONSUMER(" AND consumer" INBOX_GT "$4") \
+	"  ELSE COALESCE($4, " PRUNE_FIRST_CONSUMER("") ") END" \
 	" UNION ALL" \
 	" SELECT (SELECT i.consumer FROM ONLY %1$s.%2$s i" \
 	"  WHERE i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
@@ -138,7 +151,7 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"  ORDER BY i.consumer LIMIT 1)" \
 	" FROM consumers c WHERE c.consumer IS NOT NULL)" \
 	" SELECT d.tid, c.consumer, d.processed_at, d.id" \
-	" FROM consumers c CROSS JOIN LATERAL (" \
+	" FROM consumers c LEFT JOIN LATERAL (" \
 	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY %1$s.%2$s i" \
 	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
 	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
@@ -152,7 +165,7 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"   ELSE '-infinity'::pg_catalog.timestamptz END" \
 	"   FROM (SELECT (SELECT x.retention FROM %1$s.%3$s x" \
 	"   WHERE x.consumer" INBOX_EQ "c.consumer) AS retention) r)" \
-	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d" \
+	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d ON true" \
 	" WHERE c.consumer IS NOT NULL" \
 	" LIMIT $3"
 
@@ -189,8 +202,9 @@ prune_position_set_consumer(InboxPassPosition *position, text *consumer)
 
 /*
  * prune_advance
- *		Move the pass's position to the last marker the DELETE statement
- *		returned (columns consumer, processed_at, id), if it lies further on.
+ *		Move the pass's position to the last marker the statement deleted,
+ *		or consumer it walked past (columns consumer, processed_at, id), if
+ *		it lies further on.
  *
  * The last in inbox_prunable's order: the greatest consumer, then
  * processed_at, then id; a DELETE ... RETURNING has no order of its own.
@@ -271,18 +285,29 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	InboxBatchResult result;
 
 	/*----------
-	 * WITH doomed AS (PRUNE_CANDIDATES(FOR UPDATE OF i SKIP LOCKED))
-	 * DELETE FROM ONLY inbox
-	 * WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed))
-	 * RETURNING consumer, processed_at, id
+	 * WITH doomed AS (PRUNE_CANDIDATES(FOR UPDATE OF i SKIP LOCKED)),
+	 * deleted AS (
+	 *	DELETE FROM ONLY inbox
+	 *	WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed WHERE tid IS NOT NULL))
+	 *	RETURNING consumer, processed_at, id)
+	 * SELECT consumer, processed_at, id, true FROM deleted
+	 * UNION ALL
+	 * SELECT consumer, 'infinity', 9223372036854775807, false
+	 * FROM doomed WHERE tid IS NULL
 	 *----------
 	 */
 	plan = inbox_plan(&delete_plan, objects,
 					  "WITH doomed AS ("
 					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
-					  " DELETE FROM ONLY %1$s.%2$s"
-					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed))"
-					  " RETURNING consumer, processed_at, id",
+					  ", deleted AS (DELETE FROM ONLY %1$s.%2$s"
+					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed"
+					  "  WHERE tid IS NOT NULL))"
+					  " RETURNING consumer, processed_at, id)"
+					  " SELECT consumer, processed_at, id, true FROM deleted"
+					  " UNION ALL"
+					  " SELECT consumer, 'infinity'::pg_catalog.timestamptz,"
+					  " '9223372036854775807'::pg_catalog.int8, false"
+					  " FROM doomed WHERE tid IS NULL",
 					  PRUNE_NARGS, prune_argtypes);
 
 	memset(nulls, ' ', PRUNE_NARGS);
@@ -310,10 +335,21 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 		values[5] = Int64GetDatum(PG_INT64_MIN);
 	}
 
-	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-					SPI_OK_DELETE_RETURNING, "inbox prune");
+	inbox_spi_run(plan, values, nulls, false, 0,
+				  SPI_OK_SELECT, "inbox prune");
 	prune_advance(position);
-	result.examined = result.changed = (int64) SPI_processed;
+
+	/* examined: markers deleted and consumers walked past; changed: the first */
+	result.examined = (int64) SPI_processed;
+	result.changed = 0;
+	for (uint64 row = 0; row < SPI_processed; row++)
+	{
+		bool		isnull;
+
+		if (DatumGetBool(SPI_getbinval(SPI_tuptable->vals[row],
+									   SPI_tuptable->tupdesc, 4, &isnull)))
+			result.changed++;
+	}
 	return result;
 }
 
@@ -335,8 +371,8 @@ prune_warn_invalid(const InboxObjects *objects)
 					  " WHERE NOT %1$s.inbox_retention_is_valid(x.retention)"
 					  " ORDER BY x.consumer",
 					  0, NULL);
-	inbox_spi_check(SPI_execute_plan(plan, NULL, NULL, true, 0),
-					SPI_OK_SELECT, "inbox retention check");
+	inbox_spi_run(plan, NULL, NULL, true, 0,
+				  SPI_OK_SELECT, "inbox retention check");
 	for (uint64 row = 0; row < SPI_processed; row++)
 		ereport(WARNING,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -363,8 +399,11 @@ InboxBatchResult
 inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
 				  bool pause, InboxPassPosition *position)
 {
-	/* once a pass, at its first batch */
-	if (!position->valid)
+	/* once a pass */
+	if (!position->warned)
+	{
 		prune_warn_invalid(objects);
+		position->warned = true;
+	}
 	return prune_by_statement(objects, now, batch_size, position);
 }

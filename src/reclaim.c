@@ -93,8 +93,8 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 	values[1] = Int32GetDatum(inbox_max_attempts);
 	values[2] = Int32GetDatum(batch_size);
 
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_UPDATE, "inbox reclaim");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_UPDATE, "inbox reclaim");
 	result.examined = result.changed = (int64) SPI_processed;
 	return result;
 }

@@ -167,8 +167,8 @@ twophase_token_sequence(const InboxObjects *objects)
 static bool
 twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 {
-	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-					SPI_OK_UPDATE, "inbox claim update");
+	inbox_spi_run(plan, values, nulls, false, 0,
+				  SPI_OK_UPDATE, "inbox claim update");
 	return SPI_processed == 1;
 }
 
@@ -196,8 +196,8 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 	bool		isnull;
 	TimestampTz lease_until;
 
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 1),
-					SPI_OK_SELECT, "inbox_begin");
+	inbox_spi_run(plan, values, NULL, false, 1,
+				  SPI_OK_SELECT, "inbox_begin");
 	if (SPI_processed == 0)
 		return false;
 
@@ -395,8 +395,8 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	values[6] = Int32GetDatum(inbox_max_attempts);
 	values[7] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
-	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-					SPI_OK_INSERT_RETURNING, "inbox_begin");
+	inbox_spi_run(plan, values, nulls, false, 0,
+				  SPI_OK_INSERT_RETURNING, "inbox_begin");
 	if (SPI_processed == 1)
 	{
 		HeapTuple	row = SPI_tuptable->vals[0];
@@ -607,8 +607,8 @@ inbox_complete(PG_FUNCTION_ARGS)
 						  "SELECT 1 FROM ONLY %1$s.inbox"
 						  CLAIM_WITH_TOKEN STATE_IS("processed"),
 						  3, argtypes);
-		inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 1),
-						SPI_OK_SELECT, "inbox_complete");
+		inbox_spi_run(plan, values, NULL, false, 1,
+					  SPI_OK_SELECT, "inbox_complete");
 		completed = SPI_processed == 1;
 	}
 	SPI_finish();
@@ -739,8 +739,8 @@ inbox_next(PG_FUNCTION_ARGS)
 	values[5] = Int32GetDatum(inbox_max_attempts);
 	values[6] = ObjectIdGetDatum(twophase_token_sequence(&objects));
 
-	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-					SPI_OK_SELECT, "inbox_next");
+	inbox_spi_run(plan, values, nulls, false, 0,
+				  SPI_OK_SELECT, "inbox_next");
 	if (SPI_processed > 0)
 		inbox_tokens_drawn(objects.token_sequence_oid, 0);
 

@@ -152,8 +152,8 @@ citus_settings(const InboxObjects *objects, text *consumer, Interval *lease,
 					  " WHERE consumer" INBOX_EQ "$1",
 					  1, argtypes);
 	values[0] = PointerGetDatum(consumer);
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, true, 1),
-					SPI_OK_SELECT, "inbox settings query");
+	inbox_spi_run(plan, values, NULL, true, 1,
+				  SPI_OK_SELECT, "inbox settings query");
 	if (SPI_processed == 1)
 	{
 		HeapTuple	row = SPI_tuptable->vals[0];
@@ -204,8 +204,8 @@ citus_read(const InboxObjects *objects, text *message_id, text *consumer,
 					  2, argtypes);
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 1),
-					SPI_OK_SELECT, "inbox marker read");
+	inbox_spi_run(plan, values, NULL, false, 1,
+				  SPI_OK_SELECT, "inbox marker read");
 
 	memset(marker, 0, sizeof(*marker));
 	if (SPI_processed == 0)
@@ -262,8 +262,8 @@ citus_take(const InboxObjects *objects, int32 group, text *message_id,
 	values[6] = TimestampTzGetDatum(now);
 	values[7] = Int32GetDatum(settings->max_attempts);
 
-	inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-					SPI_OK_UPDATE_RETURNING, "inbox claim update");
+	inbox_spi_run(plan, values, nulls, false, 0,
+				  SPI_OK_UPDATE_RETURNING, "inbox claim update");
 	if (SPI_processed != 1)
 		return false;
 
@@ -353,8 +353,8 @@ inbox_citus_begin(const InboxObjects *objects, text *message_id,
 			values[6] = payload;
 			nulls[6] = payload == (Datum) 0 ? 'n' : ' ';
 			drew = true;
-			inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-							SPI_OK_INSERT_RETURNING, "inbox_begin");
+			inbox_spi_run(plan, values, nulls, false, 0,
+						  SPI_OK_INSERT_RETURNING, "inbox_begin");
 			if (SPI_processed == 1)
 			{
 				result->outcome = INBOX_OUTCOME_CLAIMED;
@@ -428,8 +428,8 @@ inbox_citus_begin(const InboxObjects *objects, text *message_id,
 		values[5] = payload;
 		nulls[5] = payload == (Datum) 0 ? 'n' : ' ';
 		values[6] = Int32GetDatum(settings.max_attempts);
-		inbox_spi_check(SPI_execute_plan(plan, values, nulls, false, 0),
-						SPI_OK_UPDATE, "inbox_begin");
+		inbox_spi_run(plan, values, nulls, false, 0,
+					  SPI_OK_UPDATE, "inbox_begin");
 		if (SPI_processed == 1)
 		{
 			result->outcome = INBOX_OUTCOME_FAILED;
@@ -468,8 +468,8 @@ inbox_citus_extend(const InboxObjects *objects, text *message_id,
 	values[2] = Int64GetDatum(token);
 	values[3] = TimestampTzGetDatum(citus_lease_end(GetCurrentTimestamp(),
 													settings.lease));
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_UPDATE, "inbox_extend");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_UPDATE, "inbox_extend");
 	extended = SPI_processed == 1;
 	SPI_finish();
 	return extended;
@@ -498,8 +498,8 @@ inbox_citus_complete(const InboxObjects *objects, text *message_id,
 	values[1] = PointerGetDatum(consumer);
 	values[2] = Int64GetDatum(token);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_UPDATE, "inbox_complete");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_UPDATE, "inbox_complete");
 	completed = SPI_processed == 1;
 
 	/* a repeat of the completion that used this token (twophase.c) */
@@ -509,8 +509,8 @@ inbox_citus_complete(const InboxObjects *objects, text *message_id,
 						  "SELECT 1 FROM %1$s.inbox" CLAIM_WITH_TOKEN
 						  " AND " STATE_TEST("processed"),
 						  3, argtypes);
-		inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 1),
-						SPI_OK_SELECT, "inbox_complete");
+		inbox_spi_run(plan, values, NULL, false, 1,
+					  SPI_OK_SELECT, "inbox_complete");
 		completed = SPI_processed == 1;
 	}
 	SPI_finish();
@@ -549,8 +549,8 @@ inbox_citus_fail(const InboxObjects *objects, text *message_id,
 	values[3] = PointerGetDatum(error);
 	values[4] = Int32GetDatum(settings.max_attempts);
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, false, 0),
-					SPI_OK_UPDATE, "inbox_fail");
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_UPDATE, "inbox_fail");
 	failed = SPI_processed == 1;
 	SPI_finish();
 	return failed;
@@ -592,8 +592,8 @@ inbox_citus_next(const InboxObjects *objects, text *consumer,
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = Int32GetDatum(settings.max_attempts);
 	values[3] = Int32GetDatum(max);
-	inbox_spi_check(SPI_execute_plan(plan, values, NULL, true, 0),
-					SPI_OK_SELECT, "inbox_next");
+	inbox_spi_run(plan, values, NULL, true, 0,
+				  SPI_OK_SELECT, "inbox_next");
 	candidates = SPI_tuptable;
 	ncandidates = SPI_processed;
 
