@@ -85,5 +85,29 @@ SELECT message_id, token FROM inbox ORDER BY token;
 -- Only an event trigger may call the guard.
 SELECT inbox_token_seq_guard();
 
+-- A role that does not own the sequence gets core's refusal first (42501),
+-- for SET UNLOGGED as for every other ALTER.
+CREATE ROLE regress_inbox_not_owner;
+GRANT USAGE ON SEQUENCE inbox_token_seq TO regress_inbox_not_owner;
+SET ROLE regress_inbox_not_owner;
+\set VERBOSITY sqlstate
+ALTER SEQUENCE inbox_token_seq SET UNLOGGED;
+ALTER SEQUENCE inbox_token_seq CACHE 10;
+\set VERBOSITY default
+RESET ROLE;
+DROP OWNED BY regress_inbox_not_owner;
+DROP ROLE regress_inbox_not_owner;
+
+-- The helper sequences are the extension's members: a look-alike created
+-- where one was is not taken for it.
+ALTER SEQUENCE inbox_token_reserve RENAME TO inbox_token_reserve_moved;
+CREATE SEQUENCE inbox_token_reserve;
+\c
+SELECT inbox_begin('t-8', 'tokens') AS token;
+DROP SEQUENCE inbox_token_reserve;
+ALTER SEQUENCE inbox_token_reserve_moved RENAME TO inbox_token_reserve;
+\c
+SELECT inbox_begin('t-8', 'tokens') IS NOT NULL AS begun;
+
 TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -462,6 +462,16 @@ tokens_sibling(Oid sequence, const char *name)
 {
 	Oid			relid = get_relname_relid(name, get_rel_namespace(sequence));
 
+	/*
+	 * A member of the extension, as the token sequence is (objects.c): a
+	 * sequence of this name that someone else created where ours was must
+	 * not decide lineages or ceilings.
+	 */
+	if (OidIsValid(relid) &&
+		(get_rel_relkind(relid) != RELKIND_SEQUENCE ||
+		 getExtensionOfObject(RelationRelationId, relid) !=
+		 getExtensionOfObject(RelationRelationId, sequence)))
+		relid = InvalidOid;
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -826,7 +836,9 @@ inbox_token_seq_guard(PG_FUNCTION_ARGS)
 				relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 				looked_up = true;
 			}
-			if (tokens_is_ours(relid))
+			/* a non-owner gets core's refusal (42501) first, as above */
+			if (tokens_is_ours(relid) &&
+				inbox_class_ownercheck(relid, GetUserId()))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("sequence \"%s\" must not be unlogged",
