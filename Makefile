@@ -75,7 +75,7 @@ ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
 	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard \
-	tokens-sessions vacuum-claim-wait tokens-takeover-above
+	tokens-sessions vacuum-claim-wait tokens-takeover-above twophase-busy-no-lock
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

@@ -71,8 +71,8 @@ SET inbox.batch_size = 4;
 SELECT inbox_prune() AS pruned;
 SELECT count(*) FILTER (WHERE consumer = 'good') AS good_left, count(*) AS all_left FROM inbox;
 -- A consumer longer than the functions allow (only a row written by hand
--- can have one) is pruned like any other, and the pass still ends and
--- prunes the others, in batches of any size.
+-- can have one) is passed over, its markers kept (delete them by hand),
+-- and the pass still ends and prunes the others, in batches of any size.
 INSERT INTO inbox (message_id, consumer, processed_at)
 VALUES ('long', repeat('x', 300), now() - interval '30 days');
 SELECT inbox_claim('m-9', 'good');
@@ -98,6 +98,15 @@ UPDATE inbox SET processed_at = now() - interval '2 hours'
 WHERE consumer IN ('c-0100', 'c-0200');
 SELECT inbox_prune() AS pruned;
 SELECT count(*) AS kept FROM inbox;
+
+-- A batch of one that ends on the long consumer, after consumers with
+-- nothing to prune: the pass still ends (it once started over for ever).
+INSERT INTO inbox (message_id, consumer, processed_at)
+VALUES ('long-2', repeat('L', 300), now());
+SET inbox.batch_size = 1;
+SET statement_timeout = '60s';
+SELECT inbox_prune() AS pruned;
+RESET statement_timeout;
 RESET inbox.batch_size;
 
 TRUNCATE inbox;

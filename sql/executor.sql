@@ -101,5 +101,53 @@ SELECT inbox_complete('t-2', 'mail', inbox_begin('t-2', 'mail'));
 SELECT * FROM pg_temp.audit ORDER BY op, message_id;
 DROP TRIGGER audit ON inbox;
 
+-- A BEFORE INSERT trigger that returns NULL writes no marker: the claim
+-- is refused, never answered false (the caller would ack a message nobody
+-- processed), under every isolation level, single or batched.
+CREATE FUNCTION pg_temp.skip() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN CASE WHEN NEW.consumer = 'skipped' THEN NULL ELSE NEW END;
+END
+$$;
+CREATE TRIGGER skip BEFORE INSERT ON inbox
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.skip();
+SELECT inbox_claim('s-1', 'skipped');
+SELECT * FROM inbox_claim_many(ARRAY['s-2', 's-3'], 'skipped');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_claim('s-4', 'skipped');
+ROLLBACK;
+SELECT inbox_claim('s-5', 'kept') AS claimed;
+DROP TRIGGER skip ON inbox;
+
+-- A trigger whose own insert violates the key for another marker: that
+-- violation is not "claimed before" for the message being claimed.
+CREATE FUNCTION pg_temp.copy() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.consumer = 'billing' THEN
+		INSERT INTO inbox (message_id, consumer) VALUES (NEW.message_id, 'audit');
+	END IF;
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER copy AFTER INSERT ON inbox
+	FOR EACH ROW EXECUTE FUNCTION pg_temp.copy();
+SELECT inbox_claim('c-1', 'audit') AS claimed;
+\set VERBOSITY terse
+SELECT inbox_claim('c-1', 'billing');
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT inbox_claim('c-1', 'billing');
+ROLLBACK;
+\set VERBOSITY default
+SELECT count(*) AS billing_markers FROM inbox WHERE consumer = 'billing';
+DROP TRIGGER copy ON inbox;
+
+-- A token at the top of bigint (written by hand) blocks that message's
+-- takeover only: a sweeper passes over it and takes the others.
+SELECT inbox_begin('f-1', 'sweep', lease => '1 hour') IS NOT NULL AS begun,
+	   inbox_begin('f-2', 'sweep', lease => '1 hour') IS NOT NULL AS begun;
+UPDATE inbox SET token = 9223372036854775807 WHERE message_id = 'f-1';
+UPDATE inbox SET lease_until = now() - interval '1 second' WHERE consumer = 'sweep';
+SELECT message_id, attempts FROM inbox_next('sweep');
+
 TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -108,12 +108,13 @@ CREATE TRIGGER inbox_noop BEFORE DELETE ON inbox
 SET inbox.batch_size = 2;
 SELECT pg_temp.walk_markers('walk-') AS claimed;
 -- A consumer longer than the documented limit, as only a hand-inserted
--- marker can have: pruning still deletes it, starting over after it.
+-- marker can have: pruning passes over it, its marker kept, and ends.
 INSERT INTO inbox (message_id, consumer, processed_at)
 VALUES ('walk-long', repeat('x', 300), now() - interval '8 days');
 SELECT inbox_prune() AS pruned_walk;
-SELECT consumer, count(*) AS kept FROM inbox WHERE message_id LIKE 'walk-%'
-GROUP BY consumer ORDER BY consumer;
+SELECT left(consumer, 20) AS consumer, count(*) AS kept FROM inbox
+WHERE message_id LIKE 'walk-%' GROUP BY consumer ORDER BY consumer;
+DELETE FROM inbox WHERE message_id = 'walk-long';
 RESET inbox.batch_size;
 DROP TRIGGER inbox_noop ON inbox;
 

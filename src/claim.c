@@ -96,6 +96,9 @@ static void claim_insert_many_citus(const InboxObjects *objects, Datum *ids,
 									int nids, text *consumer,
 									ReturnSetInfo *rsinfo);
 static bool claim_one(text *message_id, text *consumer);
+static bool claim_key_exists_now(const InboxObjects *objects, text *message_id,
+								 text *consumer);
+static void claim_skipped(text *message_id, text *consumer);
 static int	compare_ids(const void *a, const void *b);
 static Datum *claim_many_ids(ArrayType *array, int *nids);
 static void claim_many_return(ReturnSetInfo *rsinfo, Datum id);
@@ -169,6 +172,13 @@ claim_insert_or_nothing(const InboxObjects *objects, text *message_id,
 				  SPI_OK_INSERT, "inbox_claim");
 	claimed = SPI_processed == 1;
 	SPI_finish();
+
+	/*
+	 * No row: the key was taken, or a BEFORE trigger someone added returned
+	 * NULL.  Only the first may answer false (the caller acks the message).
+	 */
+	if (!claimed && !claim_key_exists_now(objects, message_id, consumer))
+		claim_skipped(message_id, consumer);
 	return claimed;
 }
 
@@ -231,8 +241,7 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 		inbox_spi_run(plan, values, NULL, false, 0, SPI_OK_INSERT_RETURNING,
 					  "inbox_claim");
 		if (SPI_processed != 1)
-			elog(ERROR, "inbox marker insert returned " UINT64_FORMAT " rows",
-				 SPI_processed);
+			claim_skipped(message_id, consumer);
 
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
@@ -251,7 +260,12 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
 
-		if (!inbox_is_key_violation(edata, objects))
+		/*
+		 * The key's violation, and for this very key: a trigger's insert of
+		 * another message's marker can violate the key too.
+		 */
+		if (!inbox_is_key_violation(edata, objects) ||
+			!claim_key_exists_now(objects, message_id, consumer))
 			ReThrowError(edata);
 		FreeErrorData(edata);
 	}
@@ -259,6 +273,48 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 
 	SPI_finish();
 	return claimed;
+}
+
+/*
+ * claim_key_exists_now
+ *		Is there a marker for (message_id, consumer) that a new snapshot
+ *		sees, or that this transaction wrote?  For telling a taken key from
+ *		an insert that a trigger skipped, or a key violation of another row.
+ */
+static bool
+claim_key_exists_now(const InboxObjects *objects, text *message_id,
+					 text *consumer)
+{
+	Relation	heap = table_open(objects->table_oid, RowExclusiveLock);
+	Relation	index = index_open(objects->key_index_oid, RowExclusiveLock);
+	InboxKeyProbe p;
+	bool		found;
+
+	PushActiveSnapshot(GetLatestSnapshot());
+	inbox_key_probe_begin(&p, heap, index, consumer, GetActiveSnapshot());
+	found = inbox_key_probe_found(&p, message_id);
+	inbox_key_probe_end(&p);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
+}
+
+/*
+ * claim_skipped
+ *		Refuse a claim whose INSERT wrote no marker although the key is free:
+ *		a BEFORE INSERT trigger on inbox returned NULL.  Answering false
+ *		would have the caller ack a message nobody processed.
+ */
+static void
+claim_skipped(text *message_id, text *consumer)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_TRIGGERED_ACTION_EXCEPTION),
+			 errmsg("the marker of message \"%s\" for consumer \"%s\" was not written",
+					text_to_cstring(message_id), text_to_cstring(consumer)),
+			 errdetail("A trigger on the inbox table skipped the insert, and no marker holds the key."),
+			 errhint("Triggers on inbox must not return NULL from BEFORE INSERT.")));
 }
 
 /*
@@ -487,6 +543,33 @@ claim_insert_many(const InboxObjects *objects, Datum *ids, int nids,
 									   SPI_tuptable->tupdesc, 1, &isnull);
 
 		claim_many_return(rsinfo, id);
+	}
+
+	/*
+	 * An id not returned had its key taken, or a BEFORE trigger someone
+	 * added returned NULL for it: only the first may read as "claimed
+	 * before".  The statement inserts in the array's order, which is the
+	 * ids' (sorted), and RETURNING follows it; each id left out is looked
+	 * up, which costs nothing when every id was inserted.
+	 */
+	if (SPI_processed < (uint64) nids)
+	{
+		uint64		row = 0;
+
+		for (int i = 0; i < nids; i++)
+		{
+			bool		isnull;
+			Datum		returned = (Datum) 0;
+
+			if (row < SPI_processed)
+				returned = SPI_getbinval(SPI_tuptable->vals[row],
+										 SPI_tuptable->tupdesc, 1, &isnull);
+			if (row < SPI_processed && compare_ids(&ids[i], &returned) == 0)
+				row++;
+			else if (!claim_key_exists_now(objects, DatumGetTextPP(ids[i]),
+										   consumer))
+				claim_skipped(DatumGetTextPP(ids[i]), consumer);
+		}
 	}
 	SPI_finish();
 }

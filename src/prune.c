@@ -131,10 +131,20 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  *				FROM (SELECT (SELECT x.retention FROM inbox_consumers x
  *							  WHERE x.consumer = c.consumer) AS retention) r)
  *		ORDER BY i.processed_at, i.id LIMIT $3 lock) d ON true
- *	WHERE c.consumer IS NOT NULL
+ *	WHERE c.consumer IS NOT NULL AND octet_length(c.consumer) <= 256
  *	LIMIT $3
  *----------
  */
+/*
+ * A consumer the pass's position can hold (InboxPassPosition): one longer
+ * than the functions allow (only a marker written by hand has one) is
+ * passed over, its markers kept, since a batch that ended on it could not
+ * say where the next one resumes.  Tested on the walk's rows, not in the
+ * index scans that find the consumers, whose plans it would change.
+ */
+#define PRUNE_CONSUMER_FITS(column) \
+	"pg_catalog.octet_length(" column ")" INBOX_LE \
+	CppAsString2(INBOX_CONSUMER_MAX_BYTES)
 #define PRUNE_FIRST_CONSUMER(after) \
 	"(SELECT consumer FROM ONLY %1$s.%2$s" \
 	"  WHERE state" INBOX_EQ "ANY (" FINAL_STATES ")" after \
@@ -167,6 +177,7 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"   WHERE x.consumer" INBOX_EQ "c.consumer) AS retention) r)" \
 	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d ON true" \
 	" WHERE c.consumer IS NOT NULL" \
+	" AND " PRUNE_CONSUMER_FITS("c.consumer") \
 	" LIMIT $3"
 
 /*

@@ -52,12 +52,14 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "inbox.h"
@@ -236,7 +238,8 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
  *	  which waits for a transaction changing it (a completion or a release
  *	  in flight) and returns the latest version: still live, it is busy,
  *	  without running the upsert's much larger plan; otherwise the upsert
- *	  decides.
+ *	  decides.  The row lock is given up at once (a subtransaction rolled
+ *	  back), so that a busy answer holds up no owner.
  * 2. The upsert: a new claim, or ON CONFLICT DO UPDATE, which locks the
  *	  latest version of the row and takes it if it is released or its lease
  *	  ran out by now, or marks it failed if its attempts are used up.  It
@@ -300,13 +303,29 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	answered = twophase_row_answers(row_plan, values, now, result);
 	if (answered && result->outcome == INBOX_OUTCOME_BUSY)
 	{
+		MemoryContext oldcontext = CurrentMemoryContext;
+		ResourceOwner oldowner = CurrentResourceOwner;
+
+		/*
+		 * FOR SHARE waits for a transaction changing the row, in the
+		 * executor; in a subtransaction rolled back at once, so that the
+		 * row lock ends with the read: held until the caller's transaction
+		 * ends, it would block the owner's completion and heartbeat.  An
+		 * error rolls back the caller's transaction, and the
+		 * subtransaction with it.
+		 */
 		lock_plan = inbox_plan(&begin_lock_plan, &objects,
 							   "SELECT state::pg_catalog.text, lease_until"
 							   " FROM ONLY %1$s.inbox"
 							   " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
 							   " FOR SHARE",
 							   2, argtypes);
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(oldcontext);
 		answered = twophase_row_answers(lock_plan, values, now, result);
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
 	}
 	if (answered)
 	{
@@ -723,6 +742,7 @@ inbox_next(PG_FUNCTION_ARGS)
 					  "  AND (x.state" INBOX_EQ "'released' OR (x.state" INBOX_EQ "'claimed'"
 					  "   AND x.lease_until" INBOX_LE "$2))"
 					  "  AND x.attempts" INBOX_LT "(SELECT max_attempts FROM settings)"
+					  "  AND (x.token IS NULL OR x.token" INBOX_LT "'9223372036854775807'::pg_catalog.int8)"
 					  "  ORDER BY x.id LIMIT $4"
 					  "  FOR UPDATE SKIP LOCKED))"
 					  " RETURNING i.id, i.message_id, i.token, i.attempts, i.payload)"
