@@ -18,13 +18,23 @@
  * node it runs on (citus.c, inbox_pass_target); to run one on every node,
  * run the function on every node (README, Scaling out with Citus).
  *
+ * Whose code runs: a pass pins the settings its statements depend on, for
+ * the pass only (trust.c).  A superuser's pass also sets
+ * session_replication_role = replica, as the worker does, so that no
+ * trigger another role attached to the table runs as the superuser; it
+ * refuses a table with a trigger or rule that would fire anyway, or a
+ * foreign key.  Anyone else's pass fires the table's triggers as for any
+ * statement of theirs: with their own rights.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/table.h"
 #include "executor/spi.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "inbox.h"
@@ -49,10 +59,32 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 	InboxPassPosition position = {.shard = 0, .valid = false};
 	InboxBatchResult result;
 	int64		changed = 0;
+	bool		as_superuser = superuser();
+	int			save_nestlevel;
 
 	PreventCommandIfReadOnly(caller);
 	rel = inbox_open_table(RowExclusiveLock, &objects);
+	if (as_superuser)
+	{
+		char	   *refusal = inbox_replica_refusal(rel);
+
+		if (refusal != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s refuses to run as a superuser: %s",
+							caller, refusal),
+					 errdetail("A superuser's pass runs with session_replication_role = replica, so that no trigger fires in it; a trigger or rule that fires anyway, a rule, or a foreign key, whose checks would not run, stops it."),
+					 errhint("Drop it, or make the trigger fire on origin only (ALTER TABLE ... ENABLE TRIGGER); or run the pass as the role whose triggers should fire.")));
+	}
 	table_close(rel, NoLock);
+
+	/* Undone at the end of the pass, or by an error. */
+	save_nestlevel = NewGUCNestLevel();
+	inbox_pin_pass_settings(PGC_S_SESSION, GUC_ACTION_SAVE);
+	if (as_superuser)
+		(void) set_config_option("session_replication_role", "replica",
+								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+								 true, 0, false);
 
 	SPI_connect();
 	while (inbox_pass_target(&objects, &position, &target))
@@ -65,6 +97,7 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 			break;
 	}
 	SPI_finish();
+	AtEOXact_GUC(true, save_nestlevel);
 
 	return changed;
 }
