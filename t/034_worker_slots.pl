@@ -67,12 +67,12 @@ ok( $node->poll_query_until('postgres',
 	'inbox_worker_status() counts each database it could not serve, pass after pass');
 is( $node->safe_psql('postgres',
 		q{SELECT passes || ' ' || (last_pass_end IS NULL) FROM inbox_worker_status() WHERE database = 'postgres'}),
-	'0 t', 'and records no pass');
+	'0 true', 'and records no pass');
 
 # Once the query ends, the next round serves the database.
 $node->safe_psql('postgres',
 	q{SELECT pg_cancel_backend(pid) FROM pg_stat_activity
-	  WHERE query LIKE '%FROM big WHERE slow%' AND backend_type = 'client backend'});
+	  WHERE query LIKE '%FROM big WHERE slow%' AND backend_type = 'client backend' AND pid <> pg_backend_pid()});
 ok( $node->poll_query_until('postgres',
 		q{SELECT passes > 0 AND last_error IS NULL FROM inbox_worker_status() WHERE database = 'postgres'}),
 	'the database is maintained again once a slot is free');
