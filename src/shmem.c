@@ -7,7 +7,11 @@
  * ended, how many markers it pruned and claims it reclaimed, and the error
  * that ended it, if any; and the totals since the server started.  There
  * is no history table (it would need pruning itself); these figures are
- * what inbox_worker_status() shows.  They are lost at restart, which is
+ * what inbox_worker_status() shows.  Also per database: how often the
+ * launcher found no background worker slot to start its worker (shown in
+ * last_error until a column exists for it), and whether its last pass ran
+ * out of inbox.database_time with work left (the launcher's next round
+ * then starts at once).  They are lost at restart, which is
  * what a last-pass report should do.
  *
  * Who sees what: like pg_stat_statements, the figures of other databases

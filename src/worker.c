@@ -33,20 +33,32 @@
  * progress, then finds the worker gone.  The launcher does not start a
  * worker in a database someone holds that way.
  *
- * Whose rights: the batches run as the inbox table's owner, with
- * SECURITY_RESTRICTED_OPERATION and a GUC nest level of their own, as
- * VACUUM and ANALYZE run index expressions: a trigger, rule, index
- * expression or predicate that the owner adds runs with the owner's rights,
- * never a superuser's.  Settings: the worker does not take from ALTER
- * DATABASE / ALTER ROLE ... SET what would stop maintenance or change what
- * it does (role and session_authorization, the isolation level, the inbox.*
- * defaults, synchronous_commit above local); it takes the inbox.* ones from
- * the server's configuration, as it was when the pass started.  It respects
- * default_transaction_read_only: a read-only database is skipped, with one
- * log line per pass.
+ * Whose code: the batches run with session_replication_role = replica,
+ * so that no trigger fires in them (trust.c): they run as a superuser, and
+ * a role with the TRIGGER privilege on the table could attach one.  A
+ * table with a trigger or rule that would fire anyway, a rule, or a foreign
+ * key is refused: the database is skipped with one warning per pass naming
+ * it.  What else runs (an index expression or predicate, a CHECK, which
+ * only the table's owner, a superuser, can add) runs as the table's owner,
+ * with SECURITY_RESTRICTED_OPERATION and a GUC nest level of its own, as
+ * VACUUM runs an index expression.
  *
- * Errors: a database worker that fails logs the error, records it in
- * shared memory, and ends like any other pass (status 0: the error has been
+ * Settings: the worker takes nothing from ALTER DATABASE / ALTER ROLE ...
+ * SET (the database owner's), but the server's value of every setting, as
+ * it was before connecting, and pins what its statements depend on (time
+ * zone, styles, planner methods, JIT, search_path, timeouts, the isolation
+ * level, the role); see trust.c.  It respects default_transaction_read_only:
+ * a read-only database is skipped, with one log line per pass.
+ *
+ * Time: a database worker reclaims, then prunes, and leaves after
+ * inbox.database_time (checked between batches), so that one database's
+ * backlog delays the others by at most that much; the launcher then starts
+ * its next round at once instead of napping.  A worker the launcher cannot
+ * start for want of a slot is warned about once per round and counted per
+ * database (shmem.c).
+ *
+ * Errors: a database worker whose reclaim or prune fails logs the error,
+ * records it in shared memory, runs the other, and ends like any other pass (status 0: the error has been
  * logged once, and an exit status of 1 would add a line that reads like a
  * crash); the launcher starts a new one at the next pass.  The launcher
  * exits only on SIGTERM or postmaster death, with a non-zero status, so the
@@ -966,7 +978,7 @@ inbox_database_worker_main(Datum main_arg)
 				 errmsg("inbox worker skips database \"%s\": %s",
 						worker_database_name, worker_refusal),
 				 errdetail("The worker's batches run as a superuser with session_replication_role = replica, so that no trigger fires in them; a trigger or rule that fires anyway, a rule, or a foreign key, whose checks would not run, stops them."),
-				 errhint("Drop it, or make the trigger fire on origin only (ALTER TABLE ... ENABLE TRIGGER); see the README, Triggers on the inbox table.")));
+				 errhint("Drop it, or make the trigger fire on origin only (ALTER TABLE ... ENABLE TRIGGER). To have triggers see maintenance, run inbox_prune() and inbox_reclaim() as a role that is not a superuser.")));
 	}
 	else if (end == WORKER_PASS_WANTED)
 		elog(DEBUG1, "inbox worker leaves database \"%s\": another session wants it",
