@@ -55,7 +55,9 @@
  * What every pass pins, whoever runs it: the text of its statements and
  * the values they compute do not depend on these, and a pass should take as
  * long as its work.  Planner methods (enable_*) are pinned to their
- * defaults besides (pin_planner_methods).
+ * defaults besides (pin_planner_methods).  The styles of dates and
+ * intervals are left to the caller (its messages quote values in them);
+ * the worker pins those too (worker.c).
  */
 typedef struct InboxPin
 {
@@ -66,8 +68,6 @@ typedef struct InboxPin
 static const InboxPin pass_pins[] = {
 	{"search_path", "pg_catalog, pg_temp"},
 	{"TimeZone", "UTC"},
-	{"DateStyle", "ISO, MDY"},
-	{"IntervalStyle", "postgres"},
 	{"standard_conforming_strings", "on"},
 	{"transform_null_equals", "off"},
 	{"jit", "off"},

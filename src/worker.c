@@ -626,10 +626,13 @@ worker_pin_settings(void)
 	/*
 	 * What every pass pins (trust.c): search_path (the queries name
 	 * everything explicitly; this is a second line of defence for anything
-	 * they call), the time zone and styles, the planner's methods, no JIT
-	 * and no parallel workers (which would take background worker slots).
+	 * they call), the time zone, the planner's methods, no JIT and no
+	 * parallel workers (which would take background worker slots); and the
+	 * styles of dates and intervals, for what the worker logs.
 	 */
 	inbox_pin_pass_settings(PGC_S_OVERRIDE, GUC_ACTION_SET);
+	SetConfigOption("DateStyle", "ISO, MDY", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
 	 * No trigger fires in a batch (trust.c): the batches run as a

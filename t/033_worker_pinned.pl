@@ -3,7 +3,8 @@
 # - The owner (not a superuser) sets planner methods, JIT, memory, time
 #   zone, styles and search_path for its database; the worker sees the
 #   server's values and its own pins instead, and so does a superuser's
-#   inbox_reclaim() for what every pass pins.  What a batch sees is noted
+#   inbox_reclaim() for what every pass pins (not the styles of dates and
+#   intervals, which its messages use).  What a batch sees is noted
 #   by a CHECK constraint a superuser put on the table.
 # - A database with a long backlog is left after inbox.database_time, and
 #   a claim that expires in another database meanwhile is reclaimed while
@@ -123,8 +124,8 @@ my ($ret, $out, $err) = $node->psql('shop',
 is( $node->safe_psql('shop',
 		q{SELECT array_to_string(array_agg(DISTINCT settings::text), ' | ') FROM watch.seen
 		  WHERE who = 'client backend/dba'}),
-	'{on,on,on,on,on,off,0,UTC,"ISO, MDY",postgres,"pg_catalog, pg_temp",64kB,auto,replica,"repeatable read"}',
-	"a superuser's inbox_reclaim() pins them too") or diag $err;
+	'{on,on,on,on,on,off,0,UTC,"SQL, DMY",iso_8601,"pg_catalog, pg_temp",64kB,auto,replica,"repeatable read"}',
+	"a superuser's inbox_reclaim() pins them too, but the styles its messages use") or diag $err;
 is($node->safe_psql('shop', 'SHOW TimeZone'), 'AAA+150BBB-150,J334/0,J344/0',
 	"and leaves the session's as they were");
 $node->safe_psql('postgres', q{ALTER SYSTEM RESET inbox.databases});
