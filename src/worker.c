@@ -576,7 +576,7 @@ launcher_run_worker(const InboxLauncherDatabase *database)
 						database->name),
 				 errdetail("All background worker slots are in use (%lld times for this database since the server started); no database is maintained in this round.",
 						   (long long) failures),
-				 errhint("Keep \"max_parallel_workers\" below \"max_worker_processes\" by at least two, the slots of inbox's launcher and of one database worker, plus those of everything else that uses background workers; otherwise parallel queries can take every slot.")));
+				 errhint("Raise \"max_worker_processes\": inbox needs two slots, one for its launcher and one for the database being maintained, besides those of everything else that uses background workers; and keep \"max_parallel_workers\" below it by at least those, or parallel queries can take every slot.")));
 		return false;
 	}
 

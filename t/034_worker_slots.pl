@@ -59,7 +59,7 @@ $node->reload;
 ok( $node->wait_for_log(
 		qr/WARNING:  could not start the inbox worker for database "postgres"/, $offset),
 	'the launcher warns that it could not start a worker');
-ok($node->log_contains(qr/HINT:  Keep "max_parallel_workers" below "max_worker_processes"/, $offset),
+ok($node->log_contains(qr/HINT:  Raise "max_worker_processes".* keep "max_parallel_workers" below it/, $offset),
 	'with the setting that prevents it');
 ok( $node->poll_query_until('postgres',
 		q{SELECT last_error ~ '^could not start the inbox worker: no background worker slot was free \(([2-9]|[1-9][0-9]+) times since the server started\)$'
