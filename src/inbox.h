@@ -471,6 +471,8 @@ extern void inbox_pin_pass_settings(GucSource source, GucAction action);
 extern void inbox_settings_snapshot(void);
 extern void inbox_settings_drop_local(void);
 extern char *inbox_replica_refusal(Relation rel);
+extern int	inbox_superuser_write_begin(Relation rel, const char *caller);
+extern void inbox_superuser_write_end(int nestlevel);
 
 /* objects.c */
 extern void inbox_objects_init(void);

@@ -292,3 +292,47 @@ inbox_replica_refusal(Relation rel)
 	}
 	return found;
 }
+
+/*
+ * inbox_superuser_write_begin
+ *		For a call that writes a table of the extension (rel, locked by the
+ *		caller in RowExclusiveLock or stronger) on behalf of a superuser:
+ *		refuse what would fire anyway (inbox_replica_refusal), and fire no
+ *		trigger until inbox_superuser_write_end.  Returns the GUC nest level
+ *		to pass it, or -1 when the caller is not a superuser: its writes
+ *		fire the table's triggers with its own rights.
+ */
+int
+inbox_superuser_write_begin(Relation rel, const char *caller)
+{
+	char	   *refusal;
+	int			nestlevel;
+
+	if (!superuser())
+		return -1;
+
+	refusal = inbox_replica_refusal(rel);
+	if (refusal != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s refuses to run as a superuser: %s", caller, refusal),
+				 errdetail("A superuser's call runs with session_replication_role = replica, so that no trigger fires in it; a trigger or rule that fires anyway, a rule, or a foreign key, whose checks would not run, stops it."),
+				 errhint("Drop it, or make the trigger fire on origin only (ALTER TABLE ... ENABLE TRIGGER); or make the call as the role whose triggers should fire.")));
+
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("session_replication_role", "replica",
+							 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	return nestlevel;
+}
+
+/*
+ * inbox_superuser_write_end
+ *		Undo inbox_superuser_write_begin.
+ */
+void
+inbox_superuser_write_end(int nestlevel)
+{
+	if (nestlevel >= 0)
+		AtEOXact_GUC(true, nestlevel);
+}

@@ -156,6 +156,23 @@ is(decoys(), '', "and a superuser's passes fired none of its triggers");
 is($node->safe_psql('shop', 'SHOW session_replication_role'), 'origin',
 	"the superuser's session is left as it was");
 
+# The same for a superuser's inbox_configure(), which writes
+# inbox_consumers: the grantee has TRIGGER on that table too.
+$node->safe_psql(
+	'shop', q{
+	CREATE TRIGGER evil_consumers BEFORE INSERT OR UPDATE ON ext.inbox_consumers
+		FOR EACH ROW EXECUTE FUNCTION att.evil();
+	},
+	extra_params => [ '-U', 'app' ]);
+$node->safe_psql('shop', q{
+	SELECT ext.inbox_configure('short', retention => interval '1 hour');
+	SELECT ext.inbox_configure('other', max_attempts => 3);
+});
+is(attacker_is_superuser(), 'f', "the attacker is not a superuser after a superuser's inbox_configure()");
+is(decoys(), '', "which fired none of its triggers");
+is($node->safe_psql('shop', q{SELECT max_attempts FROM ext.inbox_consumers WHERE consumer = 'other'}),
+	'3', 'and configured the consumer');
+
 # Anyone else's pass fires the triggers with its own rights, like any of
 # its statements.
 work();
