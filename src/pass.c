@@ -59,32 +59,17 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 	InboxPassPosition position = {.shard = 0, .valid = false};
 	InboxBatchResult result;
 	int64		changed = 0;
-	bool		as_superuser = superuser();
+	int			replica_nestlevel;
 	int			save_nestlevel;
 
 	PreventCommandIfReadOnly(caller);
 	rel = inbox_open_table(RowExclusiveLock, &objects);
-	if (as_superuser)
-	{
-		char	   *refusal = inbox_replica_refusal(rel);
-
-		if (refusal != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("%s refuses to run as a superuser: %s",
-							caller, refusal),
-					 errdetail("A superuser's pass runs with session_replication_role = replica, so that no trigger fires in it; a trigger or rule that fires anyway, a rule, or a foreign key, whose checks would not run, stops it."),
-					 errhint("Drop it, or make the trigger fire on origin only (ALTER TABLE ... ENABLE TRIGGER); or run the pass as the role whose triggers should fire.")));
-	}
+	replica_nestlevel = inbox_superuser_write_begin(rel, caller);
 	table_close(rel, NoLock);
 
 	/* Undone at the end of the pass, or by an error. */
 	save_nestlevel = NewGUCNestLevel();
 	inbox_pin_pass_settings(PGC_S_SESSION, GUC_ACTION_SAVE);
-	if (as_superuser)
-		(void) set_config_option("session_replication_role", "replica",
-								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-								 true, 0, false);
 
 	SPI_connect();
 	while (inbox_pass_target(&objects, &position, &target))
@@ -98,6 +83,7 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 	}
 	SPI_finish();
 	AtEOXact_GUC(true, save_nestlevel);
+	inbox_superuser_write_end(replica_nestlevel);
 
 	return changed;
 }
