@@ -217,7 +217,8 @@ inbox_shmem_left_more(Oid dboid)
  *		returns table (database name, passes bigint,
  *					   last_pass_start timestamptz, last_pass_end timestamptz,
  *					   pruned bigint, reclaimed bigint, last_error text,
- *					   pruned_total bigint, reclaimed_total bigint)
+ *					   pruned_total bigint, reclaimed_total bigint
+ *					   [, start_failures bigint, from 1.1.0])
  *
  * The maintenance worker's last pass in every database it served, or only
  * in the current one for a caller without pg_read_all_stats' privileges.
@@ -247,8 +248,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 	for (int i = 0; i < INBOX_MAX_DATABASES; i++)
 	{
 		InboxDatabaseStatus *slot = &copy[i];
-		Datum		values[9];
-		bool		nulls[9] = {0};
+		Datum		values[10];
+		bool		nulls[10] = {0};
 		char	   *name;
 
 		if (slot->dboid == InvalidOid ||
@@ -270,6 +271,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 		nulls[6] = slot->last_error[0] == '\0';
 		values[7] = Int64GetDatum(slot->pruned_total);
 		values[8] = Int64GetDatum(slot->reclaimed_total);
+		/* From 1.1.0 (its upgrade script adds the column); 1.0.0 has 9. */
+		values[9] = Int64GetDatum(slot->start_failures);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
