@@ -58,12 +58,12 @@
  * database (shmem.c).
  *
  * Errors: a database worker whose reclaim or prune fails logs the error,
- * records it in shared memory, runs the other, and ends like any other pass (status 0: the error has been
- * logged once, and an exit status of 1 would add a line that reads like a
- * crash); the launcher starts a new one at the next pass.  The launcher
- * exits only on SIGTERM or postmaster death, with a non-zero status, so the
- * postmaster restarts it (a status of 0 would unregister it until the next
- * server start).
+ * records it in shared memory, runs the other, and ends like any other
+ * pass (status 0: the error has been logged once, and an exit status of 1
+ * would add a line that reads like a crash); the launcher starts a new one
+ * at the next pass.  The launcher exits only on SIGTERM or postmaster
+ * death, with a non-zero status, so the postmaster restarts it (a status of
+ * 0 would unregister it until the next server start).
  *
  * Recovery: the launcher starts only once recovery has finished, so it
  * never runs on a standby, and the postmaster starts it after promotion.
