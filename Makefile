@@ -54,7 +54,8 @@ OBJS = \
 	src/reclaim.o \
 	src/pass.o \
 	src/worker.o \
-	src/shmem.o
+	src/shmem.o \
+	src/trust.o
 
 # The install script is built from inbox.sql; every upgrade script
 # (inbox--A--B.sql, committed as written) is installed as it is, and so is

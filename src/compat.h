@@ -86,4 +86,16 @@ inbox_get_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
 #define inbox_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
 #endif
 
+/*
+ * Every setting, to pin those the worker must not take from ALTER DATABASE
+ * or ALTER ROLE ... SET (trust.c): 16 returns the count with the array.
+ * Needs utils/guc_tables.h.
+ */
+#if PG_VERSION_NUM >= 160000
+#define inbox_guc_variables(num) get_guc_variables(num)
+#else
+#define inbox_guc_variables(num) \
+	(*(num) = GetNumConfigOptions(), get_guc_variables())
+#endif
+
 #endif							/* INBOX_COMPAT_H */

@@ -31,11 +31,12 @@
  *	worker.c	the background worker: a launcher and one worker per
  *				database, whose passes are a transaction per batch
  *	shmem.c		the worker's last-pass figures in shared memory
+ *	trust.c		what a maintenance pass runs, and with which settings
  *
  * Calls between the files form no cycle.  In layers, each file calling
  * only files of the layers above it:
  *
- *	0	settings, validate, objects, tokens, shmem, probe
+ *	0	settings, validate, objects, tokens, shmem, probe, trust
  *	1	prune, reclaim, configure, guard, citus
  *	2	claim, twophase_citus, pass, worker
  *	3	twophase, inbox
@@ -51,6 +52,7 @@
 #include "fmgr.h"
 #include "nodes/execnodes.h"
 #include "storage/lockdefs.h"
+#include "utils/guc.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
 
@@ -234,6 +236,9 @@ typedef struct InboxDatabaseStatus
 	int64		pruned_total;	/* since the server started */
 	int64		reclaimed_total;
 	char		last_error[INBOX_ERROR_LEN];
+	int64		start_failures; /* the launcher found no worker slot for
+								 * it, since the server started */
+	bool		left_more;		/* the last pass ran out of time */
 } InboxDatabaseStatus;
 
 /*
@@ -316,6 +321,7 @@ extern int	inbox_naptime;
 extern int	inbox_batch_size;
 extern int	inbox_lock_timeout;
 extern int	inbox_batch_delay;
+extern int	inbox_database_time;
 extern char *inbox_databases;
 extern Interval *inbox_default_lease(void);
 
@@ -405,7 +411,18 @@ extern PGDLLEXPORT void inbox_database_worker_main(Datum main_arg);
 /* shmem.c */
 extern void inbox_shmem_init(void);
 extern void inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
-							   int64 reclaimed, const char *error);
+							   int64 reclaimed, const char *error,
+							   bool left_more);
+extern int64 inbox_shmem_start_failed(Oid dboid);
+extern bool inbox_shmem_left_more(Oid dboid);
+
+/* trust.c */
+extern void inbox_pin_pass_settings(GucSource source, GucAction action);
+extern void inbox_settings_snapshot(void);
+extern void inbox_settings_drop_local(void);
+extern char *inbox_replica_refusal(Relation rel);
+extern int	inbox_superuser_write_begin(Relation rel, const char *caller);
+extern void inbox_superuser_write_end(int nestlevel);
 
 /* objects.c */
 extern void inbox_objects_init(void);

@@ -18,13 +18,23 @@
  * node it runs on (citus.c, inbox_pass_target); to run one on every node,
  * run the function on every node (README, Scaling out with Citus).
  *
+ * Whose code runs: a pass pins the settings its statements depend on, for
+ * the pass only (trust.c).  A superuser's pass also sets
+ * session_replication_role = replica, as the worker does, so that no
+ * trigger another role attached to the table runs as the superuser; it
+ * refuses a table with a trigger or rule that would fire anyway, or a
+ * foreign key.  Anyone else's pass fires the table's triggers as for any
+ * statement of theirs: with their own rights.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/table.h"
 #include "executor/spi.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "inbox.h"
@@ -49,10 +59,17 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 	InboxPassPosition position = {.shard = 0, .valid = false};
 	InboxBatchResult result;
 	int64		changed = 0;
+	int			replica_nestlevel;
+	int			save_nestlevel;
 
 	PreventCommandIfReadOnly(caller);
 	rel = inbox_open_table(RowExclusiveLock, &objects);
+	replica_nestlevel = inbox_superuser_write_begin(rel, caller);
 	table_close(rel, NoLock);
+
+	/* Undone at the end of the pass, or by an error. */
+	save_nestlevel = NewGUCNestLevel();
+	inbox_pin_pass_settings(PGC_S_SESSION, GUC_ACTION_SAVE);
 
 	SPI_connect();
 	while (inbox_pass_target(&objects, &position, &target))
@@ -65,6 +82,8 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 			break;
 	}
 	SPI_finish();
+	AtEOXact_GUC(true, save_nestlevel);
+	inbox_superuser_write_end(replica_nestlevel);
 
 	return changed;
 }

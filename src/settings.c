@@ -41,6 +41,7 @@ int			inbox_naptime = 60;		/* seconds */
 int			inbox_batch_size = DEFAULT_BATCH_SIZE;
 int			inbox_lock_timeout = 1000;	/* milliseconds */
 int			inbox_batch_delay = DEFAULT_BATCH_DELAY;
+int			inbox_database_time = 10 * 1000;	/* milliseconds */
 char	   *inbox_databases = NULL;
 
 /*
@@ -62,11 +63,16 @@ inbox_default_lease(void)
  *		Define the inbox.* settings and reserve the prefix; called from
  *		_PG_init.
  *
- * The per-claim defaults are USERSET: a session may choose its own, and
- * inbox_configure overrides them per consumer.  Retention and the batch
- * size govern maintenance: only a superuser may change them for a session
- * (to run inbox_prune by hand differently), and the worker takes them, like
- * its SIGHUP settings, from the configuration file at each reload.
+ * The per-claim defaults (lease, attempts, retention) are SUSET: a value
+ * set for a session, a role or a database applies to every claim made
+ * there, whoever made it, so only a superuser chooses it (or a role a
+ * superuser granted SET on the parameter); anyone else asks for a lease per
+ * call, and the owner of a consumer's settings uses inbox_configure.  A
+ * database owner who could set them would fail every session's claims
+ * after one attempt, or shorten every lease to a second (docs/security.md).
+ * The batch size governs maintenance the same way.  The worker takes all of
+ * them from the server's configuration, never from ALTER DATABASE or ALTER
+ * ROLE ... SET (trust.c).
  */
 void
 inbox_settings_define(void)
@@ -76,14 +82,14 @@ inbox_settings_define(void)
 							"Used when neither the call nor inbox_configure gives one.",
 							&inbox_lease,
 							300, 1, INBOX_LEASE_MAX_SECONDS,
-							PGC_USERSET, GUC_UNIT_S,
+							PGC_SUSET, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("inbox.max_attempts",
 							"Default number of attempts before a two-phase claim fails.",
 							"Used when inbox_configure gives none for the consumer.",
 							&inbox_max_attempts,
 							5, 1, INT_MAX,
-							PGC_USERSET, 0,
+							PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("inbox.retention",
 							"Default time processed and failed markers are kept.",
@@ -119,6 +125,13 @@ inbox_settings_define(void)
 							"statement_timeout does not apply to the worker; this bounds what it waits for.",
 							&inbox_lock_timeout,
 							1000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("inbox.database_time",
+							"Time the maintenance worker spends in one database before serving the next.",
+							"What is left is done in the next round, which starts at once.",
+							&inbox_database_time,
+							10 * 1000, 100, 60 * 60 * 1000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomStringVariable("inbox.databases",

@@ -7,7 +7,11 @@
  * ended, how many markers it pruned and claims it reclaimed, and the error
  * that ended it, if any; and the totals since the server started.  There
  * is no history table (it would need pruning itself); these figures are
- * what inbox_worker_status() shows.  They are lost at restart, which is
+ * what inbox_worker_status() shows.  Also per database: how often the
+ * launcher found no background worker slot to start its worker (shown in
+ * last_error until a column exists for it), and whether its last pass ran
+ * out of inbox.database_time with work left (the launcher's next round
+ * then starts at once).  They are lost at restart, which is
  * what a last-pass report should do.
  *
  * Who sees what: like pg_stat_statements, the figures of other databases
@@ -129,7 +133,7 @@ shmem_slot(Oid dboid)
  */
 void
 inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
-				   int64 reclaimed, const char *error)
+				   int64 reclaimed, const char *error, bool left_more)
 {
 	InboxDatabaseStatus *slot;
 	int			len = 0;
@@ -153,7 +157,59 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 		memcpy(slot->last_error, error, len);
 	slot->last_error[len] = '\0';
 	slot->passes++;
+	slot->left_more = left_more;
 	LWLockRelease(shared_state->lock);
+}
+
+/*
+ * inbox_shmem_start_failed
+ *		Count a worker the launcher could not start for a database, for
+ *		want of a background worker slot; returns the count since the
+ *		server started.
+ *
+ * Until inbox_worker_status() has a column for it (1.1.0), the count is
+ * shown in last_error, which the database's next pass clears.
+ */
+int64
+inbox_shmem_start_failed(Oid dboid)
+{
+	InboxDatabaseStatus *slot;
+	int64		failures;
+
+	if (shared_state == NULL)
+		return 0;
+
+	LWLockAcquire(shared_state->lock, LW_EXCLUSIVE);
+	slot = shmem_slot(dboid);
+	failures = ++slot->start_failures;
+	snprintf(slot->last_error, sizeof(slot->last_error),
+			 "could not start the inbox worker: no background worker slot was free (%lld times since the server started)",
+			 (long long) failures);
+	LWLockRelease(shared_state->lock);
+	return failures;
+}
+
+/*
+ * inbox_shmem_left_more
+ *		Did the last pass in the database end for want of time, with work
+ *		left?  The launcher then starts its next round at once.
+ */
+bool
+inbox_shmem_left_more(Oid dboid)
+{
+	bool		left_more = false;
+
+	if (shared_state == NULL)
+		return false;
+
+	LWLockAcquire(shared_state->lock, LW_SHARED);
+	for (int i = 0; i < INBOX_MAX_DATABASES; i++)
+	{
+		if (shared_state->databases[i].dboid == dboid)
+			left_more = shared_state->databases[i].left_more;
+	}
+	LWLockRelease(shared_state->lock);
+	return left_more;
 }
 
 /*
@@ -161,7 +217,8 @@ inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
  *		returns table (database name, passes bigint,
  *					   last_pass_start timestamptz, last_pass_end timestamptz,
  *					   pruned bigint, reclaimed bigint, last_error text,
- *					   pruned_total bigint, reclaimed_total bigint)
+ *					   pruned_total bigint, reclaimed_total bigint
+ *					   [, start_failures bigint, from 1.1.0])
  *
  * The maintenance worker's last pass in every database it served, or only
  * in the current one for a caller without pg_read_all_stats' privileges.
@@ -191,8 +248,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 	for (int i = 0; i < INBOX_MAX_DATABASES; i++)
 	{
 		InboxDatabaseStatus *slot = &copy[i];
-		Datum		values[9];
-		bool		nulls[9] = {0};
+		Datum		values[10];
+		bool		nulls[10] = {0};
 		char	   *name;
 
 		if (slot->dboid == InvalidOid ||
@@ -208,10 +265,14 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 		values[3] = TimestampTzGetDatum(slot->pass_end);
 		values[4] = Int64GetDatum(slot->pruned);
 		values[5] = Int64GetDatum(slot->reclaimed);
+		/* A database the launcher never could start a worker for. */
+		nulls[2] = nulls[3] = (slot->passes == 0);
 		values[6] = CStringGetTextDatum(slot->last_error);
 		nulls[6] = slot->last_error[0] == '\0';
 		values[7] = Int64GetDatum(slot->pruned_total);
 		values[8] = Int64GetDatum(slot->reclaimed_total);
+		/* From 1.1.0 (its upgrade script adds the column); 1.0.0 has 9. */
+		values[9] = Int64GetDatum(slot->start_failures);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -33,25 +33,37 @@
  * progress, then finds the worker gone.  The launcher does not start a
  * worker in a database someone holds that way.
  *
- * Whose rights: the batches run as the inbox table's owner, with
- * SECURITY_RESTRICTED_OPERATION and a GUC nest level of their own, as
- * VACUUM and ANALYZE run index expressions: a trigger, rule, index
- * expression or predicate that the owner adds runs with the owner's rights,
- * never a superuser's.  Settings: the worker does not take from ALTER
- * DATABASE / ALTER ROLE ... SET what would stop maintenance or change what
- * it does (role and session_authorization, the isolation level, the inbox.*
- * defaults, synchronous_commit above local); it takes the inbox.* ones from
- * the server's configuration, as it was when the pass started.  It respects
- * default_transaction_read_only: a read-only database is skipped, with one
- * log line per pass.
+ * Whose code: the batches run with session_replication_role = replica,
+ * so that no trigger fires in them (trust.c): they run as a superuser, and
+ * a role with the TRIGGER privilege on the table could attach one.  A
+ * table with a trigger or rule that would fire anyway, a rule, or a foreign
+ * key is refused: the database is skipped with one warning per pass naming
+ * it.  What else runs (an index expression or predicate, a CHECK, which
+ * only the table's owner, a superuser, can add) runs as the table's owner,
+ * with SECURITY_RESTRICTED_OPERATION and a GUC nest level of its own, as
+ * VACUUM runs an index expression.
  *
- * Errors: a database worker that fails logs the error, records it in
- * shared memory, and ends like any other pass (status 0: the error has been
- * logged once, and an exit status of 1 would add a line that reads like a
- * crash); the launcher starts a new one at the next pass.  The launcher
- * exits only on SIGTERM or postmaster death, with a non-zero status, so the
- * postmaster restarts it (a status of 0 would unregister it until the next
- * server start).
+ * Settings: the worker takes nothing from ALTER DATABASE / ALTER ROLE ...
+ * SET (the database owner's), but the server's value of every setting, as
+ * it was before connecting, and pins what its statements depend on (time
+ * zone, styles, planner methods, JIT, search_path, timeouts, the isolation
+ * level, the role); see trust.c.  It respects default_transaction_read_only:
+ * a read-only database is skipped, with one log line per pass.
+ *
+ * Time: a database worker reclaims, then prunes, and leaves after
+ * inbox.database_time (checked between batches), so that one database's
+ * backlog delays the others by at most that much; the launcher then starts
+ * its next round at once instead of napping.  A worker the launcher cannot
+ * start for want of a slot is warned about once per round and counted per
+ * database (shmem.c).
+ *
+ * Errors: a database worker whose reclaim or prune fails logs the error,
+ * records it in shared memory, runs the other, and ends like any other
+ * pass (status 0: the error has been logged once, and an exit status of 1
+ * would add a line that reads like a crash); the launcher starts a new one
+ * at the next pass.  The launcher exits only on SIGTERM or postmaster
+ * death, with a non-zero status, so the postmaster restarts it (a status of
+ * 0 would unregister it until the next server start).
  *
  * Recovery: the launcher starts only once recovery has finished, so it
  * never runs on a standby, and the postmaster starts it after promotion.
@@ -70,6 +82,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/dbcommands.h"
 #include "commands/extension.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -115,26 +128,22 @@ typedef enum InboxWorkerPassEnd
 	WORKER_PASS_UNTRUSTED,		/* the extension's schema or objects are
 								 * controlled by a role that is not a
 								 * superuser */
-	WORKER_PASS_WANTED			/* someone wants the database: leave */
+	WORKER_PASS_REFUSED,		/* the table has what would run code in a
+								 * batch (trust.c, inbox_replica_refusal) */
+	WORKER_PASS_WANTED,			/* someone wants the database: leave */
+	WORKER_PASS_OUT_OF_TIME,	/* inbox.database_time is up: the rest in
+								 * the next round */
+	WORKER_PASS_FAILED			/* an error, logged and kept */
 } InboxWorkerPassEnd;
-
-/*
- * The inbox.* settings the worker takes from the server's configuration,
- * never from ALTER DATABASE or ALTER ROLE ... SET: they decide what a pass
- * deletes or fails.
- */
-static const char *const worker_server_settings[] = {
-	"inbox.lease",
-	"inbox.max_attempts",
-	"inbox.retention",
-	"inbox.batch_size",
-};
 
 /* The database worker's figures; static, so that an error keeps them. */
 static int64 worker_pruned = 0;
 static int64 worker_reclaimed = 0;
 static bool worker_served = false;	/* the extension was found */
 static char worker_database_name[NAMEDATALEN];
+static TimestampTz worker_start;	/* when the worker connected */
+static char *worker_refusal = NULL; /* why the table was refused, in
+									 * TopMemoryContext */
 
 /*
  * The launcher's last report of inbox.databases (names that match no
@@ -145,20 +154,25 @@ static char *launcher_reported = NULL;
 
 static void worker_describe(BackgroundWorker *worker, const char *function,
 							int restart_seconds);
-static void launcher_pass(void);
+static bool launcher_pass(void);
 static List *launcher_databases(void);
 static List *launcher_selection(bool *all);
 static void launcher_report_unmatched(List *unmatched, List *all_names);
 static bool launcher_run_worker(const InboxLauncherDatabase *database);
 static void reload_settings_if_asked(void);
 static bool database_is_wanted(Oid dboid, bool for_transaction);
-static void worker_pin_settings(char **server_values);
+static void worker_pin_settings(void);
 static bool worker_lock_extension(void);
 static InboxBatchResult worker_batch(InboxBatchFunction batch,
-									 InboxPassPosition *position);
+									 InboxPassPosition *position,
+									 bool *refused);
 static bool worker_pause(void);
+static bool worker_out_of_time(void);
 static InboxWorkerPassEnd worker_pass(InboxBatchFunction batch,
 									  const char *activity, int64 *total);
+static InboxWorkerPassEnd worker_run(InboxBatchFunction batch,
+									 const char *activity, int64 *total,
+									 char **error);
 
 /*
  * inbox_worker_register
@@ -250,6 +264,7 @@ inbox_launcher_main(Datum main_arg)
 {
 	MemoryContext pass_context;
 	TimestampTz last_pass_end;
+	bool		left_more;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -288,33 +303,55 @@ inbox_launcher_main(Datum main_arg)
 			continue;
 		}
 
+		left_more = false;
 		if (!RecoveryInProgress())
 		{
 			MemoryContext old = MemoryContextSwitchTo(pass_context);
 
-			launcher_pass();
+			left_more = launcher_pass();
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(pass_context);
 		}
-		last_pass_end = GetCurrentTimestamp();
+
+		/*
+		 * A database that ran out of its time left work: the next round
+		 * starts at once, each database again served for at most
+		 * inbox.database_time in turn.
+		 */
+		last_pass_end = left_more ? 0 : GetCurrentTimestamp();
 	}
 }
 
 /*
  * launcher_pass
- *		Run one database worker after another, for every database served.
+ *		Run one database worker after another, for every database served;
+ *		true if one of them ran out of time with work left.
+ *
+ * Each worker stays at most about inbox.database_time in its database, so
+ * that one database's backlog, or slow batches, delay the others by at most
+ * that much.  A database the launcher finds no worker slot for is counted
+ * (inbox_shmem_start_failed); one warning per round says so.
  */
-static void
+static bool
 launcher_pass(void)
 {
 	List	   *databases = launcher_databases();
 	ListCell   *lc;
+	bool		left_more = false;
+	bool		no_slot = false;
 
 	foreach(lc, databases)
 	{
 		InboxLauncherDatabase *database = (InboxLauncherDatabase *) lfirst(lc);
 
 		CHECK_FOR_INTERRUPTS();
+
+		/* The others would find none either: count them, warn once. */
+		if (no_slot)
+		{
+			(void) inbox_shmem_start_failed(database->oid);
+			continue;
+		}
 
 		/*
 		 * A worker would only make DROP DATABASE or CREATE DATABASE ...
@@ -327,10 +364,12 @@ launcher_pass(void)
 				 database->name);
 			continue;
 		}
-		/* No slot: the other databases would find none either. */
 		if (!launcher_run_worker(database))
-			break;
+			no_slot = true;
+		else if (inbox_shmem_left_more(database->oid))
+			left_more = true;
 	}
+	return left_more;
 }
 
 /*
@@ -529,12 +568,15 @@ launcher_run_worker(const InboxLauncherDatabase *database)
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
+		int64		failures = inbox_shmem_start_failed(database->oid);
+
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("could not start the inbox worker for database \"%s\"",
 						database->name),
-				 errdetail("All background worker slots are in use."),
-				 errhint("Raise \"max_worker_processes\": inbox needs two slots, one for its launcher and one for the database being maintained, besides those of everything else that uses background workers.")));
+				 errdetail("All background worker slots are in use (%lld times for this database since the server started); no database is maintained in this round.",
+						   (long long) failures),
+				 errhint("Raise \"max_worker_processes\": inbox needs two slots, one for its launcher and one for the database being maintained, besides those of everything else that uses background workers; and keep \"max_parallel_workers\" below it by at least those, or parallel queries can take every slot.")));
 		return false;
 	}
 
@@ -548,28 +590,24 @@ launcher_run_worker(const InboxLauncherDatabase *database)
 
 /*
  * worker_pin_settings
- *		Set what the worker must not take from ALTER DATABASE or ALTER ROLE
- *		... SET, as autovacuum does: PGC_S_OVERRIDE outranks those sources
- *		(and a reload) for the rest of the pass.
+ *		Take nothing from ALTER DATABASE or ALTER ROLE ... SET, and pin what
+ *		the batches depend on, as autovacuum does: PGC_S_OVERRIDE outranks
+ *		those sources (and a reload) for the rest of the worker's life.
  *
- * server_values holds the worker_server_settings as the server's
- * configuration gave them, read before connecting.  Called once connected,
- * outside a transaction.
+ * The database's owner chooses the database's settings; the worker is a
+ * superuser, and takes its settings from the server's configuration
+ * (inbox_settings_snapshot, before connecting), except
+ * default_transaction_read_only, which it respects.  Called once
+ * connected, outside a transaction.
  */
 static void
-worker_pin_settings(char **server_values)
+worker_pin_settings(void)
 {
 	char		lock_timeout[32];
 	char	   *name;
 
-	/*
-	 * The queries name everything explicitly; the pinned search_path is a
-	 * second line of defence for anything they call.
-	 */
-	snprintf(lock_timeout, sizeof(lock_timeout), "%d", inbox_lock_timeout);
-	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET,
-					PGC_S_OVERRIDE);
+	StartTransactionCommand();
+	inbox_settings_drop_local();
 
 	/*
 	 * The batches run as the table's owner (worker_batch); around them the
@@ -577,7 +615,6 @@ worker_pin_settings(char **server_values)
 	 * session_authorization the same way (InitializeSessionUserId); the
 	 * check of a user name needs a transaction.
 	 */
-	StartTransactionCommand();
 	SetConfigOption("session_authorization",
 					GetUserNameFromId(GetAuthenticatedUserId(), false),
 					PGC_SUSET, PGC_S_OVERRIDE);
@@ -587,11 +624,47 @@ worker_pin_settings(char **server_values)
 	CommitTransactionCommand();
 
 	/*
+	 * What every pass pins (trust.c): search_path (the queries name
+	 * everything explicitly; this is a second line of defence for anything
+	 * they call), the time zone, the planner's methods, no JIT and no
+	 * parallel workers (which would take background worker slots); and the
+	 * styles of dates and intervals, for what the worker logs.
+	 */
+	inbox_pin_pass_settings(PGC_S_OVERRIDE, GUC_ACTION_SET);
+	SetConfigOption("DateStyle", "ISO, MDY", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("IntervalStyle", "postgres", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * No trigger fires in a batch (trust.c): the batches run as a
+	 * superuser, and a role with the TRIGGER privilege can attach one.
+	 * worker_batch refuses a table with a trigger or rule that would fire
+	 * anyway, or a foreign key.
+	 */
+	SetConfigOption("session_replication_role", "replica", PGC_SUSET,
+					PGC_S_OVERRIDE);
+
+	/*
+	 * Timeouts, as autovacuum sets them, except lock_timeout: a batch must
+	 * not wait long for a lock (inbox.lock_timeout).  statement_timeout
+	 * does not apply to a background worker's statements anyway.
+	 */
+	snprintf(lock_timeout, sizeof(lock_timeout), "%d", inbox_lock_timeout);
+	SetConfigOption("lock_timeout", lock_timeout, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0", PGC_SUSET,
+					PGC_S_OVERRIDE);
+	if (GetConfigOption("transaction_timeout", true, false) != NULL)
+		SetConfigOption("transaction_timeout", "0", PGC_SUSET,
+						PGC_S_OVERRIDE);
+
+	/*
 	 * READ COMMITTED: the batches are written for it (each statement sees
 	 * what committed before it), and serializable would add the cost and
 	 * the failures of its predicate locks to every session.
 	 */
 	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_deferrable", "off",
 					PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
@@ -602,10 +675,6 @@ worker_pin_settings(char **server_values)
 	if (synchronous_commit > SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
 		SetConfigOption("synchronous_commit", "local", PGC_SUSET,
 						PGC_S_OVERRIDE);
-
-	for (int i = 0; i < lengthof(worker_server_settings); i++)
-		SetConfigOption(worker_server_settings[i], server_values[i],
-						PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*
@@ -643,7 +712,8 @@ worker_lock_extension(void)
  * aborts the transaction, which restores both.
  */
 static InboxBatchResult
-worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
+worker_batch(InboxBatchFunction batch, InboxPassPosition *position,
+			 bool *refused)
 {
 	InboxObjects objects;
 	InboxObjects target;
@@ -653,8 +723,24 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position)
 	int			save_sec_context;
 	int			save_nestlevel;
 	InboxBatchResult result = {0, 0};
+	char	   *refusal;
 
+	/*
+	 * Nothing fires in a batch (worker_pin_settings); what would fire
+	 * anyway, or what the data relies on firing, stops the pass.  The lock
+	 * just taken keeps the answer true to the end of the batch.
+	 */
+	if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		elog(ERROR, "inbox worker: session_replication_role is not replica");
+	refusal = inbox_replica_refusal(rel);
 	table_close(rel, NoLock);
+	*refused = (refusal != NULL);
+	if (refusal != NULL)
+	{
+		if (worker_refusal == NULL)
+			worker_refusal = MemoryContextStrdup(TopMemoryContext, refusal);
+		return result;
+	}
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(owner,
@@ -742,10 +828,14 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 			end = WORKER_PASS_UNTRUSTED;
 		else
 		{
+			bool		refused;
+
 			worker_served = true;
 			PushActiveSnapshot(GetTransactionSnapshot());
-			result = worker_batch(batch, &position);
+			result = worker_batch(batch, &position, &refused);
 			PopActiveSnapshot();
+			if (refused)
+				end = WORKER_PASS_REFUSED;
 		}
 
 		CommitTransactionCommand();
@@ -760,22 +850,76 @@ worker_pass(InboxBatchFunction batch, const char *activity, int64 *total)
 		if (!inbox_batch_left_more(&result, inbox_batch_size) &&
 			!inbox_pass_next_relation(&position))
 			return WORKER_PASS_DONE;
+		if (worker_out_of_time())
+			return WORKER_PASS_OUT_OF_TIME;
 		if (inbox_batch_delay > 0 && !worker_pause())
 			return WORKER_PASS_WANTED;
 	}
 }
 
 /*
+ * worker_out_of_time
+ *		Has the worker been in its database for inbox.database_time?  Then
+ *		it leaves, and the launcher serves the other databases before it
+ *		comes back.
+ */
+static bool
+worker_out_of_time(void)
+{
+	return TimestampDifferenceExceeds(worker_start, GetCurrentTimestamp(),
+									  inbox_database_time);
+}
+
+/*
+ * worker_run
+ *		worker_pass, with an error logged and kept in *error (the first
+ *		one, in TopMemoryContext) rather than raised: a pass of one kind
+ *		that fails does not stop the other.
+ */
+static InboxWorkerPassEnd
+worker_run(InboxBatchFunction batch, const char *activity, int64 *total,
+		   char **error)
+{
+	InboxWorkerPassEnd end;
+
+	PG_TRY();
+	{
+		end = worker_pass(batch, activity, total);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		EmitErrorReport();
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		if (*error == NULL)
+			*error = edata->message;
+		end = WORKER_PASS_FAILED;
+	}
+	PG_END_TRY();
+	return end;
+}
+
+/*
  * inbox_database_worker_main
- *		Entry point of a database worker: one prune and one reclaim pass.
+ *		Entry point of a database worker: one reclaim and one prune pass,
+ *		for at most about inbox.database_time.
+ *
+ * Reclaiming comes first: an expired claim keeps its message from every
+ * consumer until it is released, while a marker kept a little longer
+ * costs only space.  A pass that fails is logged and recorded, and the
+ * other runs all the same.
  */
 void
 inbox_database_worker_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
-	char	   *server_values[lengthof(worker_server_settings)];
-	char	   *skipped;		/* set after the passes, not across them */
-	TimestampTz start;
+	char	   *skipped = NULL;
+	char	   *error = NULL;
 	InboxWorkerPassEnd end;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -785,46 +929,28 @@ inbox_database_worker_main(Datum main_arg)
 	/*
 	 * Until it connects, the worker has the postmaster's settings: those of
 	 * the configuration files and the command line.  Connecting applies
-	 * the database's and the role's.
+	 * the database's and the role's, which worker_pin_settings undoes.
 	 */
-	for (int i = 0; i < lengthof(worker_server_settings); i++)
-		server_values[i] = pstrdup(GetConfigOption(worker_server_settings[i],
-												   false, false));
+	inbox_settings_snapshot();
 
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("inbox worker");
-	worker_pin_settings(server_values);
+	worker_pin_settings();
 
-	start = GetCurrentTimestamp();
-	PG_TRY();
+	worker_start = GetCurrentTimestamp();
+	end = worker_run(inbox_reclaim_batch, "inbox: reclaiming claims",
+					 &worker_reclaimed, &error);
+	if (end == WORKER_PASS_DONE || end == WORKER_PASS_FAILED)
 	{
-		end = worker_pass(inbox_prune_batch, "inbox: pruning markers",
-						  &worker_pruned);
+		InboxWorkerPassEnd prune_end = worker_run(inbox_prune_batch,
+												  "inbox: pruning markers",
+												  &worker_pruned, &error);
+
 		if (end == WORKER_PASS_DONE)
-			end = worker_pass(inbox_reclaim_batch, "inbox: reclaiming claims",
-							  &worker_reclaimed);
+			end = prune_end;
 	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		/*
-		 * Log it, keep it for inbox_worker_status(), and end the pass like
-		 * any other: the next one tries again.
-		 */
-		EmitErrorReport();
-		MemoryContextSwitchTo(TopMemoryContext);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		inbox_shmem_report(dboid, start, worker_pruned, worker_reclaimed,
-						   edata->message);
-		proc_exit(0);
-	}
-	PG_END_TRY();
 
 	/* One line per pass, whatever the number of batches. */
-	skipped = NULL;
 	if (end == WORKER_PASS_READ_ONLY)
 	{
 		skipped = psprintf("skipping maintenance of database \"%s\" because it is read-only",
@@ -846,13 +972,28 @@ inbox_database_worker_main(Datum main_arg)
 				 errdetail("The extension's schema, or one of its objects, is controlled by a role that is not a superuser, which could have its own code run by the worker."),
 				 errhint("Make a superuser the owner of the schema and of the extension's objects (README, Installation).")));
 	}
+	else if (end == WORKER_PASS_REFUSED)
+	{
+		skipped = psprintf("inbox worker skips database \"%s\": %s",
+						   worker_database_name, worker_refusal);
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("inbox worker skips database \"%s\": %s",
+						worker_database_name, worker_refusal),
+				 errdetail("The worker's batches run as a superuser with session_replication_role = replica, so that no trigger fires in them; a trigger or rule that fires anyway, a rule, or a foreign key, whose checks would not run, stops them."),
+				 errhint("Drop it, or make the trigger fire on origin only (ALTER TABLE ... ENABLE TRIGGER). To have triggers see maintenance, run inbox_prune() and inbox_reclaim() as a role that is not a superuser.")));
+	}
 	else if (end == WORKER_PASS_WANTED)
 		elog(DEBUG1, "inbox worker leaves database \"%s\": another session wants it",
 			 worker_database_name);
+	else if (end == WORKER_PASS_OUT_OF_TIME)
+		elog(DEBUG1, "inbox worker leaves database \"%s\" after \"inbox.database_time\", with work left",
+			 worker_database_name);
 
 	/* A database without the extension is left alone, and unreported. */
-	if (worker_served)
-		inbox_shmem_report(dboid, start, worker_pruned, worker_reclaimed,
-						   skipped);
+	if (worker_served || error != NULL)
+		inbox_shmem_report(dboid, worker_start, worker_pruned,
+						   worker_reclaimed, error ? error : skipped,
+						   end == WORKER_PASS_OUT_OF_TIME);
 	proc_exit(0);
 }
