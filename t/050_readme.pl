@@ -19,6 +19,9 @@
 # path (schema-qualified), or its output differs, or a decoy runs: the
 # test checks that none did, and that the owner is still not a superuser.
 #
+# The application's login role the README grants to, orders_service,
+# exists before the blocks run, as the README assumes.
+#
 # A block may be marked, visibly, by an HTML comment on the line just
 # before its fence:
 #	<!-- doctest: skip (REASON) -->	not run at all (it needs pg_cron, a
@@ -127,6 +130,7 @@ $node->safe_psql('postgres', q{
 	CREATE DATABASE scratch;
 	CREATE ROLE app_owner LOGIN;
 	CREATE DATABASE app OWNER app_owner;
+	CREATE ROLE orders_service LOGIN;
 });
 $node->safe_psql('scratch', 'CREATE SCHEMA inbox; CREATE EXTENSION inbox SCHEMA inbox;');
 my $decoys = $node->safe_psql('scratch', q{
