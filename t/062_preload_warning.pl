@@ -12,11 +12,20 @@
 use strict;
 use warnings;
 
+use FindBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $warning = qr/WARNING:  inbox is not loaded through shared_preload_libraries/;
+
+# The README's Troubleshooting names the warning, as the server words it.
+my $readme = slurp_file("$FindBin::RealBin/../README.md");
+my ($troubleshooting) = $readme =~ /^## Troubleshooting\n(.*?)^## /ms;
+$troubleshooting //= '';
+$troubleshooting =~ s/\s+/ /g;
+like($troubleshooting, qr/`inbox is not loaded through shared_preload_libraries`/,
+	'Troubleshooting names the warning');
 
 my $plain = PostgreSQL::Test::Cluster->new('plain');
 $plain->init;
