@@ -64,7 +64,24 @@ build_and_install() {
 	else
 		make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" >/dev/null || die "the build failed"
 	fi
-	say "==> installing into $("$PG_CONFIG" --sharedir)/extension"
+	# Say where, before, and never over a package's files.
+	local libdir sharedir owner
+	libdir=$("$PG_CONFIG" --pkglibdir)
+	sharedir=$("$PG_CONFIG" --sharedir)/extension
+	owner=$(dpkg-query -S "$libdir/inbox.so" 2>/dev/null | cut -d: -f1 || true)
+	if [ -n "$owner" ] && [ "${INBOX_INSTALL_OVER_PACKAGE:-0}" != 1 ]; then
+		die "$libdir/inbox.so belongs to the package $owner: installing would
+overwrite its files (dpkg --verify would flag them).  Test against a private
+copy instead:  make test PG_CONFIG=\$(scripts/private-pg)
+(or remove the package, or set INBOX_INSTALL_OVER_PACKAGE=1)"
+	fi
+	say "==> installing inbox into the PostgreSQL $PG_CONFIG names:"
+	say "    $libdir/inbox.so and $sharedir/inbox*"
+	case $libdir in
+	/usr/lib/postgresql/*)
+		say "    (the system's: every server of it can then load this build; a private"
+		say "    copy instead: PG_CONFIG=\$(scripts/private-pg), see CONTRIBUTING.md)" ;;
+	esac
 	if ! make -C "$TOP" -s PG_CONFIG="$PG_CONFIG" install >/dev/null; then
 		die "could not install; run:  sudo make -C '$TOP' PG_CONFIG=$PG_CONFIG install"
 	fi
@@ -100,10 +117,12 @@ start_server() {
 	shift
 	user=$(server_user)
 	RUNDIR=$TOP/.run/$name
+	RUNDIR_TEMP=""
 	mkdir -p "$RUNDIR" 2>/dev/null || true
 	is_root && chown "$user" "$RUNDIR" 2>/dev/null || true
 	if ! as_server_user test -w "$RUNDIR"; then
 		RUNDIR=$(mktemp -d "${TMPDIR:-/tmp}/inbox-$name.XXXXXX")
+		RUNDIR_TEMP=$RUNDIR
 		is_root && chown "$user" "$RUNDIR"
 	fi
 	trap stop_server EXIT
@@ -120,10 +139,15 @@ start_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -l "$RUNDIR/server.log" -w start >/dev/null
 }
 
-# stop_server: stop the server start_server started and remove its data.
+# stop_server [keep]: stop the server start_server started and remove its
+# data; and its directory, if it was made in TMPDIR, unless "keep" (the
+# caller shows its log).
 stop_server() {
 	as_server_user pg_ctl -D "$RUNDIR/data" -m fast -w stop >/dev/null 2>&1 || true
 	rm -rf "$RUNDIR/data"
+	if [ -n "${RUNDIR_TEMP:-}" ] && [ "${1:-}" != keep ]; then
+		rm -rf "$RUNDIR_TEMP"
+	fi
 }
 
 # server_psql ARGS...: psql as the superuser of the throwaway server.

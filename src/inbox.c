@@ -13,6 +13,7 @@
  */
 #include "postgres.h"
 
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 
@@ -41,4 +42,17 @@ _PG_init(void)
 		inbox_shmem_init();
 		inbox_worker_register();
 	}
+
+	/*
+	 * Loaded by CREATE EXTENSION (its C functions are checked as they are
+	 * created, which loads the library): then it was not preloaded, since a
+	 * preloaded library is inherited from the postmaster and not loaded
+	 * again.  Everything works but maintenance, which nothing else would
+	 * say: markers would be kept forever.  A WARNING, never an error.
+	 */
+	else if (creating_extension && !IsBinaryUpgrade)
+		ereport(WARNING,
+				(errmsg("inbox is not loaded through shared_preload_libraries, so its maintenance worker does not run"),
+				 errdetail("Without the worker, processed markers are kept forever and claims whose lease ran out are not reclaimed, unless inbox_prune() and inbox_reclaim() are scheduled."),
+				 errhint("Add inbox to shared_preload_libraries and restart the server.")));
 }

@@ -229,6 +229,7 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	InboxDatabaseStatus *copy;
 	bool		all_databases;
+	bool		found_current = false;
 
 	if (shared_state == NULL)
 		ereport(ERROR,
@@ -255,6 +256,8 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 		if (slot->dboid == InvalidOid ||
 			(!all_databases && slot->dboid != MyDatabaseId))
 			continue;
+		if (slot->dboid == MyDatabaseId)
+			found_current = true;
 		name = get_database_name(slot->dboid);
 		if (name == NULL)
 			continue;			/* dropped since */
@@ -273,6 +276,28 @@ inbox_worker_status(PG_FUNCTION_ARGS)
 		values[8] = Int64GetDatum(slot->reclaimed_total);
 		/* From 1.1.0 (its upgrade script adds the column); 1.0.0 has 9. */
 		values[9] = Int64GetDatum(slot->start_failures);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	/*
+	 * The current database before the worker's first pass there (its first
+	 * round comes one naptime after the start): a row with no pass, rather
+	 * than none, which would read as a worker that does not work.
+	 */
+	if (!found_current)
+	{
+		Datum		values[9] = {0};
+		bool		nulls[9] = {0};
+
+		values[0] = DirectFunctionCall1(namein,
+										CStringGetDatum(get_database_name(MyDatabaseId)));
+		values[1] = Int64GetDatum(0);
+		nulls[2] = nulls[3] = true;
+		values[4] = Int64GetDatum(0);
+		values[5] = Int64GetDatum(0);
+		nulls[6] = true;
+		values[7] = Int64GetDatum(0);
+		values[8] = Int64GetDatum(0);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

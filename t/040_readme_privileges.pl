@@ -16,7 +16,11 @@
 #	- the monitoring role reads inbox_stats, which shows what row security
 #	  lets the reader see;
 #	- the column grants refuse LOCK TABLE and keep the isolation;
-#	- pg_dump keeps the grants but not the policies.
+#	- pg_dump keeps the grants but not the policies;
+#	- once row security is on, a member of inbox_app alone (the README's
+#	  orders_service) can claim nothing, as docs/privileges.md warns;
+#	- every recipe runs again as it is, in the same database and in a
+#	  second one (roles belong to the whole server).
 use strict;
 use warnings;
 
@@ -53,7 +57,7 @@ is($marked_blocks, $all_blocks,
 is_deeply(
 	[ sort keys %recipe ],
 	[
-		sort qw(app worker columns consumer-roles consumer-policies
+		sort qw(app login worker columns consumer-roles consumer-policies
 		  maintenance monitoring)
 	],
 	'the recipes this test knows');
@@ -83,7 +87,10 @@ is( $node->safe_psql($db, q{
 		   AND NOT has_column_privilege('pg_monitor', 'inbox.inbox', 'payload', 'SELECT')}),
 	't', 'the install script grants pg_monitor what the README says');
 
-foreach my $name (qw(app worker consumer-roles maintenance monitoring))
+# The application's login role, which the README takes as existing.
+$node->safe_psql($db, 'CREATE ROLE orders_service LOGIN');
+
+foreach my $name (qw(app login worker consumer-roles maintenance monitoring))
 {
 	my ($ret, $out, $err) = $node->psql($db, $recipe{$name});
 	is($ret, 0, "recipe $name runs as written") or diag $err;
@@ -360,6 +367,8 @@ as_owner(q{
 	CREATE ROLE lone_svc LOGIN IN ROLE inbox_worker, inbox_app;
 	ALTER ROLE lone_svc SET search_path = "$user", public, inbox;
 });
+like(run('orders_service', 'read committed', "SELECT inbox_claim('orders-1', 'credit')"),
+	$rls_error, 'under row security, a member of inbox_app alone cannot claim (docs/privileges.md)');
 like(run('lone_svc', 'read committed', "SELECT inbox_begin('lone-1', 'credit')"),
 	$rls_error, 'a worker of no consumer\'s role cannot begin');
 like(run('lone_svc', 'read committed', "SELECT inbox_claim('lone-1', 'credit')"),
@@ -470,6 +479,25 @@ foreach my $level (@levels)
 {
 	my $tag = $level =~ s/ /-/r;
 	isolation($level, "-$tag-columns");
+}
+
+# ---------------------------------------------------------------------------
+# Every recipe runs again as it is: in the same database, and in a second
+# one, where the roles exist already.
+
+my @order = qw(app login worker consumer-roles consumer-policies columns
+  maintenance monitoring);
+foreach my $name (@order)
+{
+	my ($ret, $out, $err) = $node->psql($db, $recipe{$name});
+	is($ret, 0, "recipe $name runs again in the same database") or diag $err;
+}
+$node->safe_psql('postgres', 'CREATE DATABASE app2');
+$node->safe_psql('app2', 'CREATE SCHEMA inbox; CREATE EXTENSION inbox SCHEMA inbox;');
+foreach my $name (@order)
+{
+	my ($ret, $out, $err) = $node->psql('app2', $recipe{$name});
+	is($ret, 0, "recipe $name runs in a second database") or diag $err;
 }
 
 $node->stop;

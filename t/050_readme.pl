@@ -1,12 +1,26 @@
-# The README's SQL, run as written.
+# The README's SQL, pasted as a person pastes it.
 #
-# Every ```sql block of README.md runs, in the order of the file, each in a
-# session of its own, on a fresh server with the library preloaded, in a
-# fresh database named "app" (the name the README uses).  A block is what
-# psql prints for it with -a (echo) -q: the statements, and after each the
-# output it gives (a result table, an error with its detail and hint).  The
-# test takes the statements out of the block, runs them, and compares what
-# psql printed with the block, line for line (trailing blanks aside).
+# Every ```sql block of README.md and docs/maintenance.md is fed to psql
+# whole, as it stands (what a paste or a code host's copy button gives),
+# each in a session of its own, in the order of the file, on a fresh server
+# with the library preloaded, in a fresh database named "app" (the name
+# the README uses).  A ```text block right after a ```sql block (blank
+# lines may stand between) is what psql prints for it; a ```sql block with
+# no such block must print nothing at all.  So a block that mixes
+# statements and output fails: pasted, its output lines are not SQL.
+#
+# The blocks run as a superuser, in a database whose owner is not one and
+# who has planted decoys in "public" (a function of the same name and
+# arguments as each of the extension's, a table of the same name as each of
+# its tables and views) before the README's set-up runs: the attack of
+# CVE-2018-1058.  A decoy function that runs tries to make its owner a
+# superuser and records the call.  So every name of the extension in the
+# README must be reached without an untrusted schema first on the search
+# path (schema-qualified), or its output differs, or a decoy runs: the
+# test checks that none did, and that the owner is still not a superuser.
+#
+# The application's login role the README grants to, orders_service,
+# exists before the blocks run, as the README assumes.
 #
 # A block may be marked, visibly, by an HTML comment on the line just
 # before its fence:
@@ -25,21 +39,24 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $readme = slurp_file("$FindBin::RealBin/../README.md");
-
 # ---------------------------------------------------------------------------
-# The blocks, with their marks.
+# The blocks, with their marks and their output.
 
-my @blocks;
+sub blocks_of
 {
-	my @lines = split /\n/, $readme, -1;
+	my ($file) = @_;
+	my $text = slurp_file("$FindBin::RealBin/../$file");
+	my @lines = split /\n/, $text, -1;
+	my @blocks;
 	my $mark = '';
+	my $last_sql;	# the sql block a text block may follow
 	for (my $i = 0; $i < @lines; $i++)
 	{
 		my $line = $lines[$i];
 		if ($line =~ /^<!-- doctest: (skip \(.+\)|no-output) -->$/)
 		{
 			$mark = $1;
+			$last_sql = undef;
 			next;
 		}
 		if ($line =~ /^```(\S*)$/ && $1 ne '')
@@ -51,46 +68,43 @@ my @blocks;
 			{
 				push @body, $lines[$i];
 			}
-			die "README.md: unterminated block at line $start" if $i >= @lines;
-			push @blocks,
-			  { line => $start, lang => $lang, mark => $mark, body => \@body }
-			  if $lang eq 'sql';
-			die "README.md line $start: a doctest mark on a $lang block"
+			die "$file: unterminated block at line $start" if $i >= @lines;
+			die "$file line $start: a doctest mark on a $lang block"
 			  if $mark ne '' && $lang ne 'sql';
+			if ($lang eq 'sql')
+			{
+				$last_sql = {
+					where => "$file line $start",
+					mark => $mark,
+					input => join('', map { "$_\n" } @body),
+					output => undef
+				};
+				push @blocks, $last_sql;
+			}
+			elsif ($lang eq 'text' && $last_sql)
+			{
+				$last_sql->{output} = join("\n", @body);
+				$last_sql = undef;
+			}
+			else
+			{
+				$last_sql = undef;
+			}
 			$mark = '';
 			next;
 		}
-		# A mark applies to the block right after it (blank lines and other
-		# HTML comments may stand between).
-		$mark = '' unless $line eq '' || $line =~ /^<!--.*-->$/;
+		# A mark applies to the block right after it, and an output block
+		# to the block right before it (blank lines and other HTML comments
+		# may stand between).
+		next if $line eq '' || $line =~ /^<!--.*-->$/;
+		$mark = '';
+		$last_sql = undef;
 	}
+	return @blocks;
 }
-ok(scalar(@blocks) >= 10, 'README.md has its SQL blocks (' . scalar(@blocks) . ')');
 
-# input_of BODY: the statements of a block, without the output psql printed
-# for them: result tables (a header, its ----+---- rule, the rows, "(N
-# rows)" and the blank line after it) and server messages.
-sub input_of
-{
-	my @body = @_;
-	my @drop = (0) x @body;
-	for (my $i = 1; $i < @body; $i++)
-	{
-		next unless $body[$i] =~ /^-+(\+-+)*$/;
-		my $j = $i;
-		$j++ while $j < @body && $body[$j] !~ /^\(\d+ rows?\)$/;
-		die "a result table without its row count" if $j >= @body;
-		$j++ if $j + 1 < @body && $body[ $j + 1 ] eq '';
-		$drop[$_] = 1 for ($i - 1) .. $j;
-		$i = $j;
-	}
-	for (my $i = 0; $i < @body; $i++)
-	{
-		$drop[$i] = 1
-		  if $body[$i] =~ /^(ERROR|WARNING|NOTICE|INFO|DETAIL|HINT|CONTEXT):  /;
-	}
-	return join('', map { "$body[$_]\n" } grep { !$drop[$_] } 0 .. $#body);
-}
+my @blocks = (blocks_of('README.md'), blocks_of('docs/maintenance.md'));
+ok(scalar(@blocks) >= 10, 'README.md has its SQL blocks (' . scalar(@blocks) . ')');
 
 # normalized TEXT: lines without trailing blanks, no blank lines at the end.
 sub normalized
@@ -98,7 +112,7 @@ sub normalized
 	my ($text) = @_;
 	$text =~ s/[ \t]+$//mg;
 	$text =~ s/\n+\z//;
-	return "$text\n";
+	return $text eq '' ? '' : "$text\n";
 }
 
 # ---------------------------------------------------------------------------
@@ -109,36 +123,85 @@ $node->init;
 $node->append_conf('postgresql.conf',
 	"shared_preload_libraries = 'inbox'\ninbox.naptime = '1d'\n");
 $node->start;
-$node->safe_psql('postgres', 'CREATE DATABASE app');
+
+# The decoys: the extension's functions and relations, as found in a
+# scratch database, re-created in "public" of "app" by its owner.
+$node->safe_psql('postgres', q{
+	CREATE DATABASE scratch;
+	CREATE ROLE app_owner LOGIN;
+	CREATE DATABASE app OWNER app_owner;
+	CREATE ROLE orders_service LOGIN;
+});
+$node->safe_psql('scratch', 'CREATE SCHEMA inbox; CREATE EXTENSION inbox SCHEMA inbox;');
+my $decoys = $node->safe_psql('scratch', q{
+	WITH members AS (
+		SELECT classid, objid FROM pg_depend
+		WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+		  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'inbox'))
+	SELECT string_agg(ddl, E'\n' ORDER BY ord, ddl) FROM (
+		SELECT 1 AS ord, format('CREATE TABLE public.%I (%s);', c.relname,
+			(SELECT string_agg(format('%I %s', a.attname,
+				CASE WHEN t.typnamespace = c.relnamespace THEN 'text'
+					 ELSE format_type(a.atttypid, a.atttypmod) END), ', ' ORDER BY a.attnum)
+			 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+			 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)) AS ddl
+		FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+		WHERE c.relkind IN ('r', 'v', 'p')
+		UNION ALL
+		SELECT 2, format($f$CREATE FUNCTION public.%I(%s) RETURNS %s LANGUAGE plpgsql AS $d$
+BEGIN
+	INSERT INTO public.decoy_calls VALUES (%L, current_user);
+	IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+		EXECUTE 'ALTER ROLE app_owner SUPERUSER';
+	END IF;
+	RETURN %s;
+END $d$;$f$, p.proname,
+			replace(pg_get_function_arguments(p.oid), 'inbox.', 'public.'),
+			replace(pg_get_function_result(p.oid), 'inbox.', 'public.'),
+			p.proname,
+			CASE WHEN p.proretset OR p.proargmodes IS NOT NULL THEN '' ELSE 'NULL' END)
+		FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+		WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
+	) d});
+like($decoys, qr/public\.inbox_claim\(/, 'decoys of the extension\'s functions');
+$node->safe_psql('app', 'CREATE TABLE public.decoy_calls (fn text, caller name);'
+	  . 'GRANT INSERT ON public.decoy_calls TO PUBLIC;'
+	  . $decoys,
+	extra_params => [ '-U', 'app_owner' ]);
 
 my @skipped;
 foreach my $block (@blocks)
 {
-	my $where = "README.md line $block->{line}";
+	my $where = $block->{where};
 	if ($block->{mark} =~ /^skip \((.+)\)$/)
 	{
 		push @skipped, "$where: $1";
 		next;
 	}
-	my $input = input_of(@{ $block->{body} });
 	my $output = '';
 	IPC::Run::run(
-		[ 'psql', '-X', '-a', '-q', '-d', $node->connstr('app') ],
-		'<' => \$input,
+		[ 'psql', '-X', '-q', '-d', $node->connstr('app') ],
+		'<' => \$block->{input},
 		'>&' => \$output);
 	if ($block->{mark} eq 'no-output')
 	{
-		unlike($output, qr/^(ERROR|FATAL|PANIC):/m, "$where runs without an error")
+		unlike($output, qr/(ERROR|FATAL|PANIC):/m, "$where runs without an error")
 		  or diag $output;
 	}
 	else
 	{
-		is(normalized($output), normalized(join("\n", @{ $block->{body} })),
-			"$where prints what the README shows");
+		is(normalized($output), normalized($block->{output} // ''),
+			"$where, pasted whole, prints what the README shows");
 	}
 }
 note "skipped, as marked: $_" foreach @skipped;
 diag(scalar(@skipped) . " README block(s) skipped as marked") if @skipped;
+
+is($node->safe_psql('app', 'SELECT count(*) FROM public.decoy_calls'),
+	'0', 'no decoy in public ran');
+is($node->safe_psql('postgres',
+		"SELECT rolsuper FROM pg_roles WHERE rolname = 'app_owner'"),
+	'f', 'the database owner is not a superuser after the README');
 
 $node->stop;
 done_testing();

@@ -4,8 +4,11 @@
 // <TAB>amount": the test's stand-in for a broker.  For each one it claims
 // the message with inbox_claim, credits the account and writes a ledger row
 // in ONE transaction, and acks ("ack ID done" or "ack ID duplicate") on both
-// answers; on an error it nacks ("nack ID error") and the stand-in broker
-// delivers the message again, later.
+// answers.  On an error it does what the README's Errors table says
+// (Errors.java): nacks ("nack ID retry|reconnect SQLSTATE"), and the
+// stand-in broker delivers the message again later; connects again, with
+// backoff, when the connection is gone (a restart, a terminated backend);
+// dead-letters a poison message; stops on a deployment error.
 //
 // Usage: java -cp postgresql.jar:. Consumer JDBC_URL [--fail-every N]
 // --fail-every N makes the first delivery of every Nth message fail after
@@ -68,7 +71,11 @@ public class Consumer {
 			conn.commit();
 			return "done";
 		} catch (Exception e) {
-			conn.rollback();
+			try {
+				conn.rollback();
+			} catch (SQLException r) {
+				e.addSuppressed(r);			// the connection is gone: e says why
+			}
 			throw e;
 		}
 	}
@@ -98,23 +105,50 @@ public class Consumer {
 
 		StringBuilder out = new StringBuilder();
 		Set<String> crashed = new HashSet<>();
-		try (Connection conn = DriverManager.getConnection(url)) {
-			conn.setAutoCommit(false);
+		Connection conn = null;
+		try {
 			while (!queue.isEmpty()) {
 				Message m = queue.poll();
 				boolean crash = failEvery > 0 && order.get(m.id()) % failEvery == 0 && crashed.add(m.id());
+				if (conn == null) {
+					conn = Errors.connect(url);	// with backoff while the server restarts
+					conn.setAutoCommit(false);
+				}
 				try {
 					String answer = handle(conn, m, crash);
 					out.append("ack ").append(m.id()).append(' ').append(answer).append('\n');
 				} catch (Exception e) {
-					// Not acked: the broker delivers it again.  A real consumer
-					// would dead-letter poison input (getSQLState() 22004,
-					// 22023, 22001) instead of retrying it forever.
-					String why = e instanceof SQLException s ? s.getSQLState() : "Exception";
-					out.append("nack ").append(m.id()).append(" error ").append(why).append('\n');
+					// What to do is the README's Errors table (Errors.java).
+					// Not acked, except a poison message, which goes to a
+					// dead-letter queue (here: a line) instead of coming back
+					// forever.
+					Errors.Action what = Errors.action(e);
+					String state = e instanceof SQLException s ? s.getSQLState() : "Exception";
+					if (what == Errors.Action.DEAD_LETTER) {
+						out.append("dead-letter ").append(m.id()).append(' ').append(state).append('\n');
+						continue;
+					}
+					if (what == Errors.Action.STOP) {
+						System.out.print(out);
+						System.err.println("stop " + m.id() + " " + state + ": " + e.getMessage());
+						System.exit(3);
+					}
+					out.append("nack ").append(m.id()).append(' ')
+						.append(what == Errors.Action.RECONNECT ? "reconnect " : "retry ")
+						.append(state).append('\n');
 					queue.add(m);
+					if (what == Errors.Action.RECONNECT) {
+						try {
+							conn.close();
+						} catch (SQLException ignored) {
+						}
+						conn = null;
+					}
 				}
 			}
+		} finally {
+			if (conn != null)
+				conn.close();
 		}
 		System.out.print(out);
 	}

@@ -27,6 +27,9 @@ import java.util.ArrayDeque;
 
 public class TwoPhase {
 	static final String CONSUMER = "notify";
+	// INBOX_EXAMPLE_LEASE (seconds): the test's restart run shortens it, so
+	// that a claim whose owner lost its connection is taken over sooner.
+	static final String LEASE = System.getenv().getOrDefault("INBOX_EXAMPLE_LEASE", "30") + " seconds";
 	static final HttpClient http = HttpClient.newHttpClient();
 
 	// token is null unless the begin claimed the message.  Read it with
@@ -87,7 +90,7 @@ public class TwoPhase {
 
 	// Returns "ack why" or "nack why"; sets delay[0] for a nack.
 	static String handle(Connection conn, String url, String id, String payload, double[] delay) throws Exception {
-		Begin b = begin(conn, id, payload, "30 seconds");
+		Begin b = begin(conn, id, payload, LEASE);
 		delay[0] = 0;
 		if (b.outcome().equals("processed") || b.outcome().equals("failed"))
 			return "ack " + b.outcome();			// alert on a failed one
@@ -126,18 +129,51 @@ public class TwoPhase {
 			queue.add(line.split("\t"));
 		StringBuilder out = new StringBuilder();
 		double[] delay = new double[1];
-		try (Connection conn = DriverManager.getConnection(jdbcUrl)) {
+		Connection conn = null;
+		try {
 			while (!queue.isEmpty()) {
 				String[] m = queue.poll();
 				String payload = "{\"account\": " + Integer.parseInt(m[1]) + ", \"amount\": " + Long.parseLong(m[2]) + "}";
-				String answer = handle(conn, url, m[0], payload, delay);
+				if (conn == null)
+					conn = Errors.connect(jdbcUrl);	// with backoff while the server restarts
+				String answer;
+				try {
+					answer = handle(conn, url, m[0], payload, delay);
+				} catch (Exception e) {
+					// The README's Errors table (Errors.java).  A claim this
+					// process began and could not complete is left to its
+					// lease: the redelivery answers busy until it runs out.
+					Errors.Action what = Errors.action(e);
+					String state = e instanceof java.sql.SQLException s ? s.getSQLState() : "Exception";
+					if (what == Errors.Action.DEAD_LETTER) {
+						out.append("dead-letter ").append(m[0]).append(' ').append(state).append('\n');
+						continue;
+					}
+					if (what == Errors.Action.STOP) {
+						System.out.print(out);
+						System.err.println("stop " + m[0] + " " + state + ": " + e.getMessage());
+						System.exit(3);
+					}
+					delay[0] = 0;
+					answer = "nack " + (what == Errors.Action.RECONNECT ? "reconnect_" : "retry_") + state;
+					if (what == Errors.Action.RECONNECT) {
+						try {
+							conn.close();
+						} catch (java.sql.SQLException ignored) {
+						}
+						conn = null;
+					}
+				}
 				String[] w = answer.split(" ");
-				out.append(w[0]).append(' ').append(m[0]).append(' ').append(w[1]).append('\n');
+				out.append(w[0]).append(' ').append(m[0]).append(' ').append(w[1].replace('_', ' ')).append('\n');
 				if (w[0].equals("nack")) {
 					Thread.sleep((long) (delay[0] * 1000));
 					queue.add(m);
 				}
 			}
+		} finally {
+			if (conn != null)
+				conn.close();
 		}
 		System.out.print(out);
 	}

@@ -5,9 +5,12 @@
 // <TAB>amount": the test's stand-in for a broker.  For each one it takes a
 // client from the pool, and in ONE transaction on that client claims the
 // message with inbox_claim, credits the account and writes a ledger row.
-// It acks ("ack ID done" or "ack ID duplicate") on both answers; on an
-// error it nacks ("nack ID error") and the stand-in broker delivers the
-// message again, later.
+// It acks ("ack ID done" or "ack ID duplicate") on both answers.  On an
+// error it does what the README's Errors table says (errors.js): nacks
+// ("nack ID retry|reconnect SQLSTATE"), and the stand-in broker delivers
+// the message again later; waits with backoff before the pool connects
+// again after a lost connection; dead-letters a poison message; stops on
+// a deployment error.
 //
 // Usage: consumer.js CONNECTION_STRING [--fail-every N]
 // --fail-every N makes the first delivery of every Nth message fail after
@@ -16,6 +19,7 @@
 
 const fs = require('fs');
 const { Pool } = require('pg');
+const errors = require('./errors');
 
 const CONSUMER = 'ledger';
 
@@ -26,6 +30,12 @@ async function handle(pool, msg, crash) {
 	// skipped as a duplicate: the message is lost silently.  BEGIN and
 	// COMMIT must run on the same client, and the claim between them.
 	const client = await pool.connect();
+	let broken = false;
+	// A checked-out client whose connection the server ends (a restart, a
+	// terminated backend) emits 'error' besides failing its query; with no
+	// listener, Node ends the process.  The pool listens only to idle ones.
+	const onError = () => { broken = true; };
+	client.on('error', onError);
 	try {
 		await client.query('BEGIN');
 		// message_id: pass a string (text; a uuid string works too).  A JS
@@ -43,14 +53,18 @@ async function handle(pool, msg, crash) {
 			'INSERT INTO ledger (message_id, account, amount) VALUES ($1, $2, $3)',
 			[msg.id, msg.account, msg.amount]);
 		if (crash)
-			throw new Error('simulated crash before commit');
+			throw Object.assign(new Error('simulated crash before commit'), { simulated: true });
 		await client.query('COMMIT');
 		return 'done';
 	} catch (err) {
-		await client.query('ROLLBACK').catch(() => {});
+		broken = broken || errors.action(err) === 'reconnect';
+		if (!broken)
+			await client.query('ROLLBACK').catch(() => {});
 		throw err;
 	} finally {
-		client.release();
+		// A connection that broke is destroyed, not handed out again.
+		client.removeListener('error', onError);
+		client.release(broken);
 	}
 }
 
@@ -67,6 +81,11 @@ async function main() {
 		process.exit(2);
 	}
 	const pool = new Pool({ connectionString: args[0], max: 2 });
+	// An idle connection the server ended (a restart, a terminated
+	// backend) is reported here; without a listener, Node ends the
+	// process on the unhandled 'error' event.  The pool drops it.
+	pool.on('error', (err) => console.error(`# idle connection lost: ${err.message}`));
+	const backoff = new errors.Backoff();
 
 	const order = new Map();
 	const queue = [];
@@ -88,11 +107,26 @@ async function main() {
 			crashed.add(msg.id);
 		try {
 			out.push(`ack ${msg.id} ${await handle(pool, msg, crash)}`);
+			backoff.reset();
 		} catch (err) {
-			// Not acked: the broker delivers it again.  A real consumer would
-			// dead-letter poison input (err.code 22004, 22023, 22001).
-			out.push(`nack ${msg.id} error ${err.code || 'Error'}`);
+			// What to do is the README's Errors table (errors.js).  Not
+			// acked, except a poison message, which goes to a dead-letter
+			// queue (here: a line) instead of coming back forever.
+			const what = errors.action(err);
+			const state = err.code || 'Error';
+			if (what === 'dead-letter') {
+				out.push(`dead-letter ${msg.id} ${state}`);
+				continue;
+			}
+			if (what === 'stop') {
+				console.log(out.join('\n'));
+				console.error(`stop ${msg.id} ${state}: ${err.message}`);
+				process.exit(3);
+			}
+			out.push(`nack ${msg.id} ${what} ${state}`);
 			queue.push(msg);
+			if (what === 'reconnect')
+				await backoff.wait(err);
 		}
 	}
 	console.log(out.join('\n'));

@@ -17,12 +17,16 @@
 
 const fs = require('fs');
 const { Pool } = require('pg');
+const errors = require('./errors');
 
 const CONSUMER = 'notify';
+// INBOX_EXAMPLE_LEASE (seconds): the test's restart run shortens it, so
+// that a claim whose owner lost its connection is taken over sooner.
+const LEASE = `${process.env.INBOX_EXAMPLE_LEASE || 30} seconds`;
 
 // Here pool.query() is right: each step of a two-phase claim must commit
 // on its own, before the side effect (begin) or after it (complete).
-async function begin(pool, id, payload, lease = '30 seconds') {
+async function begin(pool, id, payload, lease = LEASE) {
 	// token is a bigint, which node-postgres returns as a STRING ("17"):
 	// keep it a string, or make it a BigInt.  Number(token) loses digits
 	// above 2^53, and comparing two strings compares them as text ("9" >
@@ -94,9 +98,32 @@ async function consume(pool, url) {
 		queue.push({ id, payload: { account: Number(account), amount: Number(amount) } });
 	}
 	const out = [];
+	const backoff = new errors.Backoff();
 	while (queue.length > 0) {
 		const msg = queue.shift();
-		const [answer, why, delay] = await handle(pool, url, msg.id, msg.payload);
+		let answer, why, delay;
+		try {
+			[answer, why, delay] = await handle(pool, url, msg.id, msg.payload);
+			backoff.reset();
+		} catch (err) {
+			// The README's Errors table (errors.js).  A claim this process
+			// began and could not complete is left to its lease: the
+			// redelivery answers busy until it runs out, then taken_over.
+			const what = errors.action(err);
+			const state = err.code || 'Error';
+			if (what === 'dead-letter') {
+				out.push(`dead-letter ${msg.id} ${state}`);
+				continue;
+			}
+			if (what === 'stop') {
+				console.log(out.join('\n'));
+				console.error(`stop ${msg.id} ${state}: ${err.message}`);
+				process.exit(3);
+			}
+			[answer, why, delay] = ['nack', `${what} ${state}`, 0];
+			if (what === 'reconnect')
+				await backoff.wait(err);
+		}
 		out.push(`${answer} ${msg.id} ${why}`);
 		if (answer === 'nack') {
 			await sleep(delay);
@@ -139,6 +166,9 @@ async function main() {
 		process.exit(2);
 	}
 	const pool = new Pool({ connectionString: args.length === 4 ? args[1] : args[0], max: 2 });
+	// An idle connection the server ended is reported here; without a
+	// listener, Node ends the process (an unhandled 'error' event).
+	pool.on('error', (err) => console.error(`# idle connection lost: ${err.message}`));
 	try {
 		await run(pool);
 	} finally {

@@ -6,8 +6,11 @@ Reads messages from standard input, one per line, "message_id<TAB>account
 transaction, claims the message with inbox_claim, credits the account and
 writes a ledger row, and commits: the claim and the business change commit
 together or not at all.  It acks (prints "ack ID done" or "ack ID
-duplicate") on both answers; on an error it nacks ("nack ID error") and the
-stand-in broker delivers the message again, later.
+duplicate") on both answers.  On an error it does what the README's Errors
+table says (errors.py): nacks it ("nack ID retry|reconnect SQLSTATE"), and
+the stand-in broker delivers the message again later; reconnects, with
+backoff, when the connection is gone (a restart, a terminated backend);
+dead-letters a poison message; stops on a deployment error.
 
 Usage: consumer.py CONNINFO [--fail-every N]
 --fail-every N makes the first delivery of every Nth message fail after
@@ -19,6 +22,8 @@ import sys
 from collections import deque
 
 import psycopg
+
+import errors
 
 CONSUMER = "ledger"
 
@@ -69,8 +74,10 @@ def main():
     # PgBouncer's transaction pooling breaks before 1.21 (and from 1.21 on
     # unless max_prepared_statements is set).  Without such a pooler the
     # default (prepare from the 5th execution) is fine.
-    conn = psycopg.connect(args[0], autocommit=True, prepare_threshold=None)
+    def connect():
+        return errors.connect(args[0], autocommit=True, prepare_threshold=None)
 
+    conn = connect()
     queue = deque()
     order = {}
     for line in sys.stdin:
@@ -85,14 +92,26 @@ def main():
                  and message_id not in crashed)
         if crash:
             crashed.add(message_id)
+        if conn.closed:
+            conn = connect()            # with backoff while the server restarts
         try:
             answer = handle(conn, message_id, account, amount, crash)
         except (SimulatedCrash, psycopg.Error) as e:
-            # Not acked: the broker delivers it again.  A real consumer
-            # would dead-letter poison input (SQLSTATE 22004, 22023, 22001)
-            # instead of retrying it forever.
-            print(f"nack {message_id} error {type(e).__name__}")
+            # What to do is the README's Errors table (errors.py).  Not
+            # acked, except a poison message, which goes to a dead-letter
+            # queue (here: a line) instead of coming back forever.
+            what = errors.action(e)
+            state = getattr(e, "sqlstate", None) or type(e).__name__
+            if what == "dead-letter":
+                print(f"dead-letter {message_id} {state}")
+                continue
+            if what == "stop":
+                print(f"stop {message_id} {state}: {e}", file=sys.stderr)
+                sys.exit(3)
+            print(f"nack {message_id} {what} {state}")
             queue.append((message_id, account, amount))
+            if what == "reconnect":
+                conn.close()
             continue
         print(f"ack {message_id} {answer}")
     conn.close()

@@ -17,6 +17,7 @@ Usage:
                                         refused
 """
 
+import os
 import sys
 import time
 import urllib.error
@@ -27,8 +28,12 @@ from datetime import timedelta
 import psycopg
 from psycopg.types.json import Jsonb
 
+import errors
+
 CONSUMER = "notify"
-LEASE = timedelta(seconds=30)
+# INBOX_EXAMPLE_LEASE (seconds): the test's restart run shortens it, so
+# that a claim whose owner lost its connection is taken over sooner.
+LEASE = timedelta(seconds=float(os.environ.get("INBOX_EXAMPLE_LEASE", "30")))
 
 
 def connect(conninfo):
@@ -37,8 +42,9 @@ def connect(conninfo):
     # effect starts.  With psycopg's default (autocommit=False) the begin
     # stays uncommitted until conn.commit(): other instances block on it,
     # and a crash rolls it back after the side effect: not two-phase at all.
-    # prepare_threshold=None: see consumer.py (PgBouncer).
-    return psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
+    # prepare_threshold=None: see consumer.py (PgBouncer).  errors.connect
+    # retries with backoff while the server is down or starting.
+    return errors.connect(conninfo, autocommit=True, prepare_threshold=None)
 
 
 def begin(conn, message_id, payload, lease=LEASE):
@@ -103,7 +109,25 @@ def consume(conninfo, url):
         queue.append((message_id, {"account": int(account), "amount": int(amount)}))
     while queue:
         message_id, payload = queue.popleft()
-        answer = handle(conn, url, message_id, payload)
+        if conn.closed:
+            conn = connect(conninfo)
+        try:
+            answer = handle(conn, url, message_id, payload)
+        except psycopg.Error as e:
+            # The README's Errors table (errors.py).  A claim this process
+            # began and could not complete is left to its lease: the
+            # redelivery answers busy until it runs out, then taken_over.
+            what = errors.action(e)
+            state = e.sqlstate or type(e).__name__
+            if what == "dead-letter":
+                print("dead-letter", message_id, state)
+                continue
+            if what == "stop":
+                print(f"stop {message_id} {state}: {e}", file=sys.stderr)
+                sys.exit(3)
+            if what == "reconnect":
+                conn.close()
+            answer = ("nack", f"{what} {state}", 0)
         print(answer[0], message_id, answer[1])
         if answer[0] == "nack":
             time.sleep(answer[2])
