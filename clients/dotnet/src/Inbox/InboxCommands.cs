@@ -26,7 +26,19 @@ public static class InboxCommands
     private static string Fn(string name) => $"\"{schema.Replace("\"", "\"\"", StringComparison.Ordinal)}\".{name}";
 
     private static NpgsqlCommand Command(NpgsqlConnection connection, NpgsqlTransaction? transaction, string sql)
-        => new(sql, connection, transaction);
+    {
+        if (transaction is null)
+            return new NpgsqlCommand(sql, connection);
+        try
+        {
+            return new NpgsqlCommand(sql, connection, transaction);
+        }
+        catch (InvalidOperationException e)   // Npgsql: "Transaction is already completed"
+        {
+            throw new InboxTransactionRequiredException(
+                "inbox: the transaction is already committed or rolled back; a claim must run inside the open business transaction", e);
+        }
+    }
 
     private static void CheckIds(string messageId, string consumer)
     {

@@ -14,8 +14,9 @@ public static class NpgsqlInboxExtensions
     private static NpgsqlConnection Open(NpgsqlTransaction transaction)
     {
         ArgumentNullException.ThrowIfNull(transaction);
-        // A committed, rolled back or disposed transaction has no connection any more: a claim now
-        // would run in autocommit, outside the business transaction.
+        // A claim on a committed, rolled back or disposed transaction would run in autocommit,
+        // outside the business transaction.
+        // A completed transaction is refused where the command is made (InboxCommands.Command).
         return transaction.Connection ?? throw new InboxTransactionRequiredException(
             "inbox: the transaction is already committed, rolled back or disposed; a claim must run inside the open business transaction");
     }
