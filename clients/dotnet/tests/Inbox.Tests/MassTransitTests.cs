@@ -12,11 +12,17 @@ namespace Inbox.Tests;
 /// <summary>An e-mailer that records every call; it may be told to wait for a signal first.</summary>
 public sealed class RecordingEmailer : IEmailer
 {
+    private int failuresLeft;
+
+    public RecordingEmailer(int failFirst = 0) => failuresLeft = failFirst;
+
     public ConcurrentQueue<(string Key, long Token)> Calls { get; } = new();
 
     public Task SendAsync(string recipient, string body, string idempotencyKey, long fencingToken, CancellationToken ct)
     {
         Calls.Enqueue((idempotencyKey, fencingToken));
+        if (Interlocked.Decrement(ref failuresLeft) >= 0)
+            throw new InvalidOperationException("smtp timeout");
         return Task.CompletedTask;
     }
 }
@@ -179,7 +185,7 @@ public sealed class MassTransitTests(Servers servers, ITestOutputHelper output)
         Assert.Equal(0u, await servers.ReadyMessagesAsync(queue + "_error"));
     }
 
-    private static Task<Instance> StartTwoPhaseAsync(Servers servers, string queue, RecordingEmailer emailer)
+    private static Task<Instance> StartTwoPhaseAsync(Servers servers, string queue, RecordingEmailer emailer, int retries = 0)
         => Instance.StartAsync(s =>
         {
             s.AddSingleton<IEmailer>(emailer);
@@ -192,8 +198,12 @@ public sealed class MassTransitTests(Servers servers, ITestOutputHelper output)
                 {
                     cfg.Host(servers.RabbitMq);
                     cfg.ReceiveEndpoint(queue, e =>
+                    {
+                        if (retries > 0)
+                            e.UseMessageRetry(r => r.Immediate(retries));
                         e.ConfigureConsumer<SendReceiptConsumer>(context,
-                            c => c.UseInboxTwoPhase(queue, lease: TimeSpan.FromSeconds(30))));
+                            c => c.UseInboxTwoPhase(queue, lease: TimeSpan.FromSeconds(30)));
+                    });
                 });
             });
         });
@@ -267,6 +277,44 @@ public sealed class MassTransitTests(Servers servers, ITestOutputHelper output)
         await WhenAllDelivered(2, instance);
         Assert.Single(emailer.Calls);
         Assert.Equal("processed", await servers.StateAsync(id.ToString(), queue));
+    }
+
+    /// <summary>The side effect throws: inbox_fail records the error and releases the claim, and the retry
+    /// takes it over with a higher token and completes it.</summary>
+    [Fact]
+    public async Task TwoPhase_consumer_that_throws_is_released_and_the_retry_takes_it_over()
+    {
+        const string queue = "email-retry";
+        var id = Guid.NewGuid();
+        var emailer = new RecordingEmailer(failFirst: 1);
+        await using var instance = await StartTwoPhaseAsync(servers, queue, emailer, retries: 2);
+        await instance.SendAsync(queue, new SendReceipt("a@example.com", "receipt"), id);
+        await WhenAllDelivered(1, instance);
+
+        var calls = emailer.Calls.ToArray();
+        Assert.Equal(2, calls.Length);
+        Assert.True(calls[1].Token > calls[0].Token);
+        Assert.Equal("processed", await servers.StateAsync(id.ToString(), queue));
+        Assert.Equal("smtp timeout", await servers.ScalarAsync<string>(
+            "SELECT last_error FROM inbox.inbox WHERE message_id = $1 AND consumer = $2", id.ToString(), queue));
+        Assert.Equal(0u, await servers.ReadyMessagesAsync(queue + "_error"));
+    }
+
+    /// <summary>Attempts used up: the claim fails for good, and the next delivery is acked without the consumer.</summary>
+    [Fact]
+    public async Task TwoPhase_failed_for_good_is_acked_without_calling_the_consumer()
+    {
+        const string queue = "email-failed";
+        await servers.ExecuteAsync("SELECT inbox.inbox_configure($1, max_attempts => 1)", queue);
+        var id = Guid.NewGuid();
+        var emailer = new RecordingEmailer(failFirst: 1);
+        await using var instance = await StartTwoPhaseAsync(servers, queue, emailer, retries: 2);
+        await instance.SendAsync(queue, new SendReceipt("a@example.com", "receipt"), id);
+        await WhenAllDelivered(1, instance);
+
+        Assert.Single(emailer.Calls);                                   // the retry found it failed: acked
+        Assert.Equal("failed", await servers.StateAsync(id.ToString(), queue));
+        Assert.Equal(0u, await servers.ReadyMessagesAsync(queue + "_error"));
     }
 
     private static async Task WhenAllDelivered(int total, params Instance[] instances)
