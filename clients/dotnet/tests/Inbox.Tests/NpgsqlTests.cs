@@ -89,7 +89,7 @@ public sealed class NpgsqlTests(Servers servers)
         var id = NewId();
         var ds = servers.DataSource;
 
-        var first = await ds.BeginAsync(id, "npgsql-2pc", lease: TimeSpan.FromSeconds(1));
+        var first = await ds.BeginAsync(id, "npgsql-2pc", lease: TimeSpan.FromSeconds(2));
         Assert.Equal(BeginOutcome.Claimed, first.Outcome);
         Assert.True(first.MustWork);
         long stale = first.Token!.Value;
@@ -97,7 +97,7 @@ public sealed class NpgsqlTests(Servers servers)
         var busy = await ds.BeginAsync(id, "npgsql-2pc");
         Assert.Equal(BeginOutcome.Busy, busy.Outcome);
         Assert.Null(busy.Token);
-        Assert.InRange(busy.RetryAfter!.Value, TimeSpan.Zero, TimeSpan.FromSeconds(1));
+        Assert.InRange(busy.RetryAfter!.Value, TimeSpan.Zero, TimeSpan.FromSeconds(2));
 
         // The first owner pauses past its lease; another instance takes the message over.
         await servers.WaitForLeaseToExpireAsync(id, "npgsql-2pc");
