@@ -140,6 +140,22 @@ public sealed class NpgsqlTests(Servers servers)
         Assert.True(after.ShouldAck);
     }
 
+    /// <summary>The page's plain Npgsql handlers, each run twice with one message id.</summary>
+    [Fact]
+    public async Task The_pages_plain_Npgsql_handlers_count_once()
+    {
+        long account = await servers.NewAccountAsync();
+        var id = NewId();
+        await Inbox.Docs.PlainNpgsql.CreditAsync(servers.DataSource, id, account, 100, default);
+        await Inbox.Docs.PlainNpgsql.CreditAsync(servers.DataSource, id, account, 100, default);
+        Assert.Equal(100m, await servers.BalanceAsync(account));
+
+        var emailer = new RecordingEmailer();
+        Assert.True(await Inbox.Docs.PlainNpgsql.EmailAsync(servers.DataSource, id, emailer, default));
+        Assert.True(await Inbox.Docs.PlainNpgsql.EmailAsync(servers.DataSource, id, emailer, default));   // processed: ack
+        Assert.Single(emailer.Calls);
+    }
+
     [Fact]
     public async Task Errors_map_to_the_readmes_actions()
     {
