@@ -16,6 +16,7 @@
 #                    statements through it (bench/citus)
 #   make e2e         exactly-once end to end: RabbitMQ, PgBouncer, consumers
 #                    killed mid-message, a database crash (e2e/README.md)
+#   make test-dotnet the .NET library's tests and packages (clients/dotnet)
 #   make             build only (needs PostgreSQL's server headers)
 #   make install     install into the PostgreSQL that pg_config names
 #   make installcheck  run the tests against the installed extension; each
@@ -140,6 +141,12 @@ bench-citus:
 .PHONY: examples
 examples:
 	@examples/test
+
+# The .NET library (clients/dotnet): restore, build with warnings as
+# errors, xunit against its own PostgreSQL and RabbitMQ, pack.
+.PHONY: test-dotnet
+test-dotnet:
+	@scripts/test-dotnet
 
 # Exactly-once end to end: a real broker, PgBouncer, consumers killed
 # mid-message, a crashing database; see e2e/README.md.
