@@ -109,5 +109,21 @@ SELECT inbox_prune() AS pruned;
 RESET statement_timeout;
 RESET inbox.batch_size;
 
+-- Long consumers count against the batch like any consumer walked past
+-- (an application role can write 3 million of them, and one batch walked
+-- them all), and a batch that ends on one resumes after every consumer
+-- sharing its first 256 bytes: the pass ends, and 'zz', after them, is
+-- pruned.
+INSERT INTO inbox (message_id, consumer, processed_at)
+SELECT 'long-' || g, repeat('M', 300) || g, now() - interval '30 days'
+FROM generate_series(1, 50) g;
+SELECT consumer FROM inbox_configure('zz', retention => interval '1 hour');
+INSERT INTO inbox (message_id, consumer, processed_at) VALUES ('z-1', 'zz', now() - interval '2 hours');
+SET inbox.batch_size = 7;
+SELECT inbox_prune() AS pruned;
+RESET inbox.batch_size;
+SELECT count(*) FILTER (WHERE consumer LIKE 'MMM%') AS long_kept,
+	   count(*) FILTER (WHERE consumer = 'zz') AS zz_left FROM inbox;
+
 TRUNCATE inbox;
 DROP EXTENSION inbox;

@@ -279,7 +279,7 @@ inbox_guard_drop(PG_FUNCTION_ARGS)
 				 errmsg("cannot drop extension \"%s\" while its table holds markers",
 						INBOX_EXTENSION_NAME),
 				 errdetail("Without its markers, every message that a broker can still deliver again would be processed again."),
-				 errhint("To delete the markers on purpose, run TRUNCATE %s.%s first.",
+				 errhint("To delete the markers on purpose, run SET session_replication_role = replica; TRUNCATE %s.%s; first, without CASCADE (docs/security.md).",
 						 quote_identifier(get_namespace_name(get_rel_namespace(table))),
 						 quote_identifier(get_rel_name(table)))));
 	PG_RETURN_VOID();

@@ -247,9 +247,9 @@ typedef struct InboxDatabaseStatus
  * batch starts just after the last marker the previous one saw: the
  * entries of markers a batch deleted stay in the index until vacuum, and a
  * batch that started over would read them all again.  Kept inline (no
- * allocation to outlive the batch's transaction); a consumer too long for
- * it (only a hand-inserted marker can be) makes the next batch start over
- * instead.  Reclaiming needs no position.
+ * allocation to outlive the batch's transaction); of a consumer too long
+ * for it (only a hand-inserted marker can be) it keeps the first bytes
+ * (past_prefix).  Reclaiming needs no position.
  *
  * On a table Citus manages, a pass runs over each shard placed on this
  * node in turn, in shard id order (citus.c, inbox_pass_target), and shard
@@ -264,6 +264,10 @@ typedef struct InboxPassPosition
 	bool		valid;			/* false: start from the first consumer */
 	bool		warned;			/* the pass named the consumers whose
 								 * retention is not valid (prune.c) */
+	bool		past_prefix;	/* consumer is the first
+								 * INBOX_CONSUMER_MAX_BYTES bytes of a longer
+								 * one walked past: resume after every
+								 * consumer that starts with them */
 	TimestampTz processed_at;	/* the last marker seen: its processed_at, */
 	int64		id;				/* its id, */
 	union						/* ... and its consumer, a text datum */

@@ -118,6 +118,7 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  *		SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY inbox i
  *		WHERE i.consumer = c.consumer
  *		  AND i.state = ANY (final)
+ *		  AND octet_length(c.consumer) <= 256
  *		  AND ROW(i.processed_at, i.id) >= ROW(
  *				CASE WHEN c.consumer = $4 THEN $5 ELSE '-infinity' END,
  *				CASE WHEN c.consumer = $4 THEN $6
@@ -131,16 +132,19 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
  *				FROM (SELECT (SELECT x.retention FROM inbox_consumers x
  *							  WHERE x.consumer = c.consumer) AS retention) r)
  *		ORDER BY i.processed_at, i.id LIMIT $3 lock) d ON true
- *	WHERE c.consumer IS NOT NULL AND octet_length(c.consumer) <= 256
+ *	WHERE c.consumer IS NOT NULL
  *	LIMIT $3
  *----------
  */
 /*
- * A consumer the pass's position can hold (InboxPassPosition): one longer
- * than the functions allow (only a marker written by hand has one) is
- * passed over, its markers kept, since a batch that ended on it could not
- * say where the next one resumes.  Tested on the walk's rows, not in the
- * index scans that find the consumers, whose plans it would change.
+ * A consumer the functions allow: one longer (only a marker written by
+ * hand has one) is walked past like a consumer with nothing to prune,
+ * counted against the batch, its markers kept.  The position holds its
+ * first INBOX_CONSUMER_MAX_BYTES bytes, and the next batch resumes after
+ * every consumer that starts with them (prune_by_statement), all of them
+ * longer than the functions allow.  Tested inside the walk of one
+ * consumer, where it is a constant, not in the index scans that find the
+ * consumers, whose plans it would change.
  */
 #define PRUNE_CONSUMER_FITS(column) \
 	"pg_catalog.octet_length(" column ")" INBOX_LE \
@@ -165,6 +169,7 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"  SELECT i.ctid AS tid, i.processed_at, i.id FROM ONLY %1$s.%2$s i" \
 	"  WHERE i.consumer" INBOX_EQ "c.consumer" \
 	"  AND i.state" INBOX_EQ "ANY (" FINAL_STATES ")" \
+	"  AND " PRUNE_CONSUMER_FITS("c.consumer") \
 	"  AND ROW(i.processed_at, i.id)" INBOX_GE "ROW(" \
 	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $5 ELSE '-infinity' END," \
 	"   CASE WHEN c.consumer" INBOX_EQ "$4 THEN $6 ELSE " PRUNE_MIN_ID " END)" \
@@ -177,7 +182,6 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	"   WHERE x.consumer" INBOX_EQ "c.consumer) AS retention) r)" \
 	"  ORDER BY i.processed_at, i.id LIMIT $3 " lock ") d ON true" \
 	" WHERE c.consumer IS NOT NULL" \
-	" AND " PRUNE_CONSUMER_FITS("c.consumer") \
 	" LIMIT $3"
 
 /*
@@ -194,21 +198,21 @@ prune_default_retention(Interval *retention)
 
 /*
  * prune_position_set_consumer
- *		Make consumer the position's.  One too long for the position (only a
- *		hand-inserted marker can have it) leaves the position invalid: the
- *		next batch then starts over.
+ *		Make consumer the position's.  Of one too long for the position
+ *		(only a hand-inserted marker can have it) the position keeps the
+ *		first bytes, and past_prefix: the next batch resumes after every
+ *		consumer starting with them.
  */
 static void
 prune_position_set_consumer(InboxPassPosition *position, text *consumer)
 {
 	Size		len = VARSIZE_ANY_EXHDR(consumer);
 
-	position->valid = len <= INBOX_CONSUMER_MAX_BYTES;
-	if (position->valid)
-	{
-		SET_VARSIZE(position->consumer.data, VARHDRSZ + len);
-		memcpy(VARDATA(position->consumer.data), VARDATA_ANY(consumer), len);
-	}
+	position->valid = true;
+	position->past_prefix = len > INBOX_CONSUMER_MAX_BYTES;
+	len = Min(len, INBOX_CONSUMER_MAX_BYTES);
+	SET_VARSIZE(position->consumer.data, VARHDRSZ + len);
+	memcpy(VARDATA(position->consumer.data), VARDATA_ANY(consumer), len);
 }
 
 /*
@@ -329,6 +333,22 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	{
 		values[3] = PointerGetDatum(position->consumer.data);
 		values[4] = TimestampTzGetDatum(position->processed_at);
+		if (position->past_prefix)
+		{
+			/*
+			 * After every consumer starting with the prefix: the prefix and
+			 * a byte above any in the "C" order of the rest, compared
+			 * byte by byte, never shown to anyone.
+			 */
+			Size		len = VARSIZE_ANY_EXHDR(position->consumer.data);
+			text	   *after = palloc(VARHDRSZ + len + 1);
+
+			SET_VARSIZE(after, VARHDRSZ + len + 1);
+			memcpy(VARDATA(after), VARDATA_ANY(position->consumer.data), len);
+			VARDATA(after)[len] = (char) 0xFF;
+			values[3] = PointerGetDatum(after);
+			values[4] = TimestampTzGetDatum(DT_NOEND);
+		}
 
 		/*
 		 * The walk resumes inclusively at the next id.  Ids are unique, so
