@@ -294,12 +294,11 @@ typedef struct InboxBatchResult
  * run by both drivers: pass.c's, in the caller's transaction, and the
  * worker's, a transaction per batch (worker.c).  The caller is connected to
  * SPI and has an active snapshot; objects were resolved in this
- * transaction.  pause: the worker's; let waiting claimers have the CPU now
- * and then (prune.c).
+ * transaction.
  */
 typedef InboxBatchResult (*InboxBatchFunction) (const InboxObjects *objects,
 												TimestampTz now,
-												int batch_size, bool pause,
+												int batch_size,
 												InboxPassPosition *position);
 
 /*
@@ -398,13 +397,11 @@ extern bool inbox_pass_next_relation(InboxPassPosition *position);
 /* prune.c */
 extern InboxBatchResult inbox_prune_batch(const InboxObjects *objects,
 										  TimestampTz now, int batch_size,
-										  bool pause,
 										  InboxPassPosition *position);
 
 /* reclaim.c */
 extern InboxBatchResult inbox_reclaim_batch(const InboxObjects *objects,
 											TimestampTz now, int batch_size,
-											bool pause,
 											InboxPassPosition *position);
 
 /* worker.c */

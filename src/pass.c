@@ -16,7 +16,7 @@
  *
  * On a table Citus manages, a pass is that of each shard placed on the
  * node it runs on (citus.c, inbox_pass_target); to run one on every node,
- * run the function on every node (README, Scaling out with Citus).
+ * run the function on every node (docs/citus.md).
  *
  * Whose code runs: a pass pins the settings its statements depend on, for
  * the pass only (trust.c).  A superuser's pass also sets
@@ -75,7 +75,7 @@ pass_in_transaction(const char *caller, InboxBatchFunction batch)
 	while (inbox_pass_target(&objects, &position, &target))
 	{
 		CHECK_FOR_INTERRUPTS();
-		result = batch(&target, now, inbox_batch_size, false, &position);
+		result = batch(&target, now, inbox_batch_size, &position);
 		changed += result.changed;
 		if (!inbox_batch_left_more(&result, inbox_batch_size) &&
 			!inbox_pass_next_relation(&position))

@@ -424,11 +424,11 @@ prune_warn_invalid(const InboxObjects *objects)
  *
  * An InboxBatchFunction (pass.c, worker.c): the caller is connected to
  * SPI, has an active snapshot, and passes the objects it resolved in this
- * transaction.  One statement cannot pause: pause is not used.
+ * transaction.
  */
 InboxBatchResult
 inbox_prune_batch(const InboxObjects *objects, TimestampTz now, int batch_size,
-				  bool pause, InboxPassPosition *position)
+				  InboxPassPosition *position)
 {
 	/* once a pass */
 	if (!position->warned)

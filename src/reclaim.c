@@ -39,13 +39,13 @@ static InboxPlan reclaim_plan;
  *		Release or fail at most batch_size claims whose lease expired by now.
  *
  * An InboxBatchFunction, like inbox_prune_batch (prune.c); it needs no
- * position (the claims it changes leave the condition it selects on) and
- * never pauses.  The statement skips the claims others hold rather than
+ * position (the claims it changes leave the condition it selects on).  The
+ * statement skips the claims others hold rather than
  * return them, so what it examined is what it changed.
  */
 InboxBatchResult
 inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
-					int batch_size, bool pause, InboxPassPosition *position)
+					int batch_size, InboxPassPosition *position)
 {
 	static Oid	argtypes[] = {TIMESTAMPTZOID, INT4OID, INT4OID};
 	Datum		values[3];

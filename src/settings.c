@@ -29,10 +29,9 @@ int			inbox_retention = 7 * 24 * 60;	/* minutes */
  *
  * Batches are large and apart because the claims that run while a batch
  * runs wait longer: a few long batches with a pause between them delay
- * fewer claims than many short ones back to back.  The walk's own pauses
- * (PRUNE_CHUNK, prune.c) shorten those waits but cost it time, so the
- * pause between batches is shorter than it would be without them.  The
- * measurements behind both defaults: bench/HISTORY.md, Pruning.
+ * fewer claims than many short ones back to back.  The measurements
+ * behind both defaults (taken when pruning had pauses of its own inside a
+ * batch, which one statement cannot have): bench/HISTORY.md, Pruning.
  */
 #define DEFAULT_BATCH_SIZE	10000
 #define DEFAULT_BATCH_DELAY	50	/* milliseconds */

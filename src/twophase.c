@@ -286,7 +286,6 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		return;
 	}
 
-	inbox_tokens_check(objects.token_sequence_oid);
 	SPI_connect();
 	now = GetCurrentTimestamp();
 	memset(nulls, ' ', sizeof(nulls));
@@ -333,6 +332,9 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		return;
 	}
 	memset(result, 0, sizeof(*result));
+
+	/* only a claim draws a token: checked here, not for a read's answer */
+	inbox_tokens_check(objects.token_sequence_oid);
 
 	/*----------
 	 * 2. Claim it, or take it over, under the row lock.  In plain SQL (the

@@ -132,8 +132,8 @@ static void citus_retry_check(int tries);
  *		The consumer's lease (lease if given) and max_attempts, from
  *		inbox_consumers with the inbox.* settings as fallback.
  *
- * Run on this node: with inbox_consumers a reference table (README,
- * Scaling out with Citus), every node reads the same settings.
+ * Run on this node: with inbox_consumers a reference table (docs/citus.md,
+ * Setting up), every node reads the same settings.
  */
 static void
 citus_settings(const InboxObjects *objects, text *consumer, Interval *lease,

@@ -749,7 +749,7 @@ worker_batch(InboxBatchFunction batch, InboxPassPosition *position,
 
 	SPI_connect();
 	if (inbox_pass_target(&objects, position, &target))
-		result = batch(&target, GetCurrentTimestamp(), inbox_batch_size, true,
+		result = batch(&target, GetCurrentTimestamp(), inbox_batch_size,
 					   position);
 	SPI_finish();
 

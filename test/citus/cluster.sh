@@ -7,8 +7,8 @@
 # workers in a temporary directory, as the unprivileged server user,
 # each with shared_preload_libraries = 'citus,inbox'; citus_join adds the
 # workers (their metadata synced: each can route queries, MX);
-# readme_citus_sql and citus_doc_sql give the SQL blocks of the README's
-# "Scaling out with Citus" and of docs/citus.md, so that the cluster is
+# citus_setup_sql and citus_doc_sql give the SQL blocks of docs/citus.md's
+# "Setting up" and of the whole page, so that the cluster is
 # set up, and checked, exactly as users are told to.  Everything
 # started is stopped by pid on exit or interrupt.
 #
@@ -205,7 +205,7 @@ doc_sql() {
 		inside && /^ *```$/ { keep = 0; next }
 		keep { sub(/^  /, ""); print }' "$1"
 }
-# readme_citus_sql FIRST [LAST]: the README's "Scaling out with Citus" blocks.
-readme_citus_sql() { doc_sql "$TOP/README.md" "Scaling out with Citus" "$@"; }
-# citus_doc_sql FIRST [LAST]: docs/citus.md's blocks.
+# citus_setup_sql FIRST [LAST]: docs/citus.md's "Setting up" blocks.
+citus_setup_sql() { doc_sql "$TOP/docs/citus.md" "Setting up" "$@"; }
+# citus_doc_sql FIRST [LAST]: docs/citus.md's blocks, "Setting up"'s two first.
 citus_doc_sql() { doc_sql "$TOP/docs/citus.md" "" "$@"; }
