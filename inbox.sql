@@ -350,7 +350,8 @@ COMMENT ON FUNCTION inbox_retention_for(interval, integer, interval, interval) I
 CREATE FUNCTION inbox_worker_status()
 RETURNS TABLE (database name, passes bigint, last_pass_start timestamptz,
 			   last_pass_end timestamptz, pruned bigint, reclaimed bigint,
-			   last_error text, pruned_total bigint, reclaimed_total bigint)
+			   last_error text, pruned_total bigint, reclaimed_total bigint,
+			   start_failures bigint)
 AS 'MODULE_PATHNAME', 'inbox_worker_status'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
