@@ -51,8 +51,8 @@
  *	identifier and the database OID.  That sequence is not dumped and
  *	pg_upgrade changes the system identifier, so both start a new lineage,
  *	above every token of the old one; so does a start from a base backup,
- *	whose identity is salted (inbox_tokens_note_start).  A standby and a
- *	crash keep the lineage.  The lineage is written with setval, which is
+ *	whose identity is salted (inbox_tokens_note_start).  A standby, an
+ *	archive recovery and a crash keep the lineage.  The lineage is written with setval, which is
  *	not undone by a rollback, before the first token is drawn in it, so
  *	any standby that has a token of the lineage has its base too, and one
  *	that has neither computes the same base from the same sequence value.
@@ -524,6 +524,13 @@ tokens_identity(void)
  * a new epoch, above all of those.  A disk or VM snapshot has no
  * backup_label and looks exactly like a crash: docs/tokens.md says what
  * holds then.
+ *
+ * A backup started with standby.signal or recovery.signal is a standby or
+ * an archive recovery: it draws no token before its recovery ends, and
+ * that end always selects a new timeline, whose epoch is above the
+ * source's.  Salting it too would move it one epoch further than its
+ * timeline says, where a standby promoted later onto the next timeline
+ * ID, unsalted, would draw the same tokens (t/024_tokens_timeline_reuse.pl).
  */
 void
 inbox_tokens_note_start(void)
@@ -531,6 +538,8 @@ inbox_tokens_note_start(void)
 	struct stat st;
 
 	if (stat("backup_label", &st) != 0)
+		return;
+	if (stat("standby.signal", &st) == 0 || stat("recovery.signal", &st) == 0)
 		return;
 	if (!pg_strong_random(&tokens_start_salt, sizeof(tokens_start_salt)))
 		tokens_start_salt = (uint32) GetCurrentTimestamp();
