@@ -159,5 +159,41 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		'mismatch', "$from: a fingerprint checked after the update");
 }
 
+# The roles granted EXECUTE on a function the update drops and creates
+# again (a new signature) keep it on the new one, with its grant option;
+# no one else gets it.
+$node->safe_psql('postgres', 'CREATE ROLE regress_worker; CREATE ROLE "Mixed Case"; CREATE ROLE regress_other');
+foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
+{
+	my $db = "grants_" . ($from =~ s/\./_/gr);
+
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION inbox VERSION '$from';
+		GRANT EXECUTE ON FUNCTION inbox_complete(text, text, bigint) TO regress_worker;
+		GRANT EXECUTE ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb)
+			TO regress_worker, "Mixed Case" WITH GRANT OPTION;
+	});
+	$node->safe_psql($db, 'ALTER EXTENSION inbox UPDATE');
+	is( $node->safe_psql($db, q{
+		SELECT r, f, has_function_privilege(r, f, 'EXECUTE'),
+			   has_function_privilege(r, f, 'EXECUTE WITH GRANT OPTION')
+		FROM unnest(ARRAY['regress_worker', 'Mixed Case', 'regress_other', 'public']) r,
+			 unnest(ARRAY['inbox_complete(text, text, bigint, jsonb)',
+						  'inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)']) f
+		ORDER BY 1, 2}),
+		join("\n",
+			'Mixed Case|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|t|t',
+			'Mixed Case|inbox_complete(text, text, bigint, jsonb)|f|f',
+			'public|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|f|f',
+			'public|inbox_complete(text, text, bigint, jsonb)|f|f',
+			'regress_other|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|f|f',
+			'regress_other|inbox_complete(text, text, bigint, jsonb)|f|f',
+			'regress_worker|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|t|t',
+			'regress_worker|inbox_complete(text, text, bigint, jsonb)|t|f'),
+		"$from: the grants on the functions the update replaced carry over");
+	$node->safe_psql('postgres', "DROP DATABASE $db");
+}
+
 $node->stop;
 done_testing();
