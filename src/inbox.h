@@ -26,6 +26,7 @@
  *	prune.c		one batch of a prune pass: deleting old markers
  *	reclaim.c	one batch of a reclaim pass: releasing or failing the
  *				claims whose lease expired
+ *	operate.c	an operator's decisions on failed claims: retry, discard
  *	pass.c		a pass in the caller's transaction: inbox_prune(),
  *				inbox_reclaim()
  *	worker.c	the background worker: a launcher and one worker per
@@ -37,7 +38,7 @@
  * only files of the layers above it:
  *
  *	0	settings, validate, objects, tokens, shmem, probe, trust
- *	1	prune, reclaim, configure, guard, citus
+ *	1	prune, reclaim, configure, guard, citus, operate
  *	2	claim, twophase_citus, pass, worker
  *	3	twophase, inbox
  *
