@@ -1,10 +1,10 @@
 # The README's SQL, pasted as a person pastes it.
 #
-# Every ```sql block of README.md and docs/maintenance.md is fed to psql
-# whole, as it stands (what a paste or a code host's copy button gives),
-# each in a session of its own, in the order of the file, on a fresh server
-# with the library preloaded, in a fresh database named "app" (the name
-# the README uses).  A ```text block right after a ```sql block (blank
+# Every ```sql block of README.md, docs/maintenance.md and
+# docs/operations.md is fed to psql whole, as it stands (what a paste or a
+# code host's copy button gives), each in a session of its own, in the
+# order of the file, on a fresh server with the library preloaded, in a
+# fresh database named "app" (the name the README uses).  A ```text block right after a ```sql block (blank
 # lines may stand between) is what psql prints for it; a ```sql block with
 # no such block must print nothing at all.  So a block that mixes
 # statements and output fails: pasted, its output lines are not SQL.
@@ -103,7 +103,8 @@ sub blocks_of
 	return @blocks;
 }
 
-my @blocks = (blocks_of('README.md'), blocks_of('docs/maintenance.md'));
+my @blocks = (blocks_of('README.md'), blocks_of('docs/maintenance.md'),
+	blocks_of('docs/operations.md'));
 ok(scalar(@blocks) >= 10, 'README.md has its SQL blocks (' . scalar(@blocks) . ')');
 
 # normalized TEXT: lines without trailing blanks, no blank lines at the end.
@@ -159,7 +160,8 @@ END $d$;$f$, p.proname,
 			replace(pg_get_function_arguments(p.oid), 'inbox.', 'public.'),
 			replace(pg_get_function_result(p.oid), 'inbox.', 'public.'),
 			p.proname,
-			CASE WHEN p.proretset OR p.proargmodes IS NOT NULL THEN '' ELSE 'NULL' END)
+			CASE WHEN p.proretset OR p.proargmodes IS NOT NULL
+				 OR p.prorettype = 'void'::regtype THEN '' ELSE 'NULL' END)
 		FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
 		WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
 	) d});
