@@ -9,7 +9,8 @@
 #    and a history of tokens, then ALTER EXTENSION inbox UPDATE;
 #  - its schema (pg_dump --schema-only) must equal a fresh install's;
 #  - the markers still answer (a duplicate is false), the live claim
-#    completes with its token, and the next token is above every old one.
+#    completes with its token, the next token is above every old one, and
+#    a claim that failed before the update can be retried.
 #
 # And the release being made is frozen: while default_version names a
 # release kept in test/upgrade/, inbox.sql must be that file, byte for
@@ -122,6 +123,9 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 	$node->safe_psql($db, "CREATE EXTENSION inbox VERSION '$from'");
 	$node->safe_psql($db, q{SELECT inbox_claim('m-1', 'credit')});
 	my $old_token = $node->safe_psql($db, q{SELECT inbox_begin('t-1', 'mail', lease => '1 hour')});
+	my $failed_token = $node->safe_psql($db,
+		q{SELECT inbox_begin('f-1', 'sms') FROM inbox_configure('sms', max_attempts => 1)});
+	$node->safe_psql($db, "SELECT inbox_fail('f-1', 'sms', $failed_token, 'boom')");
 
 	$node->safe_psql($db, 'ALTER EXTENSION inbox UPDATE');
 	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'inbox'"),
@@ -134,6 +138,12 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		"$from: the claim begun before the update completes with its token");
 	ok($node->safe_psql($db, q{SELECT inbox_begin('t-2', 'mail')}) > $old_token,
 		"$from: a token drawn after the update is above every token before it");
+	$node->safe_psql($db, q{SELECT inbox_retry('f-1', 'sms')});
+	is($node->safe_psql($db, q{SELECT state || ' ' || attempts || ' ' || (resolved_by = session_user)
+			FROM inbox WHERE message_id = 'f-1'}), 'released 0 true',
+		"$from: a claim that failed before the update is retried after it");
+	is($node->safe_psql($db, "SELECT inbox_complete('f-1', 'sms', $failed_token)"), 'f',
+		"$from: ... and its late owner is refused");
 }
 
 $node->stop;
