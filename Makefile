@@ -47,6 +47,8 @@ OBJS = \
 	src/guard.o \
 	src/probe.o \
 	src/claim.o \
+	src/result.o \
+	src/floor.o \
 	src/twophase.o \
 	src/twophase_citus.o \
 	src/tokens.o \
