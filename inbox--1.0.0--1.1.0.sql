@@ -155,3 +155,23 @@ REVOKE ALL ON FUNCTION inbox_retry(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_discard(text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_retry_failed(text, timestamptz, text, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_discard_failed(text, text, timestamptz, text, integer) FROM PUBLIC;
+
+--
+-- The floor of late duplicates (src/floor.c): per consumer, the latest
+-- processed_at of the markers pruning deleted, raised by the statement
+-- that deletes them (src/prune.c) and never lowered.  A claim given the
+-- message's send time that finds no marker answers expired when the
+-- message was sent at or before it.  Dumped: a restore that lost it would
+-- let every pruned message be claimed again.
+--
+
+CREATE TABLE inbox_floors (
+	consumer		text COLLATE "C" PRIMARY KEY,
+	floor			timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('inbox_floors', '');
+
+COMMENT ON TABLE inbox_floors IS
+'per consumer, the latest processed_at of the markers pruning deleted: a message sent at or before it that has no marker is expired';
+
+REVOKE ALL ON TABLE inbox_floors FROM PUBLIC;

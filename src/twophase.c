@@ -146,7 +146,7 @@ PG_FUNCTION_INFO_V1(inbox_next);
 	" payload = COALESCE(excluded.payload, i.payload)" \
 	" WHERE (i.state" INBOX_EQ "'released'" \
 	" OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3))" where \
-	" RETURNING i.state" INBOX_EQ "'claimed', i.token, i.attempts"
+	" RETURNING i.state" INBOX_EQ "'claimed', i.token, i.received_at" INBOX_EQ "$3"
 
 static InboxPlan begin_row_plan;
 static InboxPlan begin_lock_plan;
@@ -438,7 +438,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 
 	/* A new claim of a message sent before the consumer's floor. */
 	if (!exists && has_sent_at &&
-		inbox_floor_refuses(text_to_cstring(consumer), sent_at))
+		inbox_floor_refuses(&objects, consumer, sent_at))
 	{
 		result->outcome = INBOX_OUTCOME_EXPIRED;
 		SPI_finish();
@@ -484,7 +484,11 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	 *		payload = COALESCE(excluded.payload, i.payload)
 	 *	WHERE i.state = 'released'
 	 *	   OR (i.state = 'claimed' AND i.lease_until <= $3)
-	 *	RETURNING i.state = 'claimed', i.token, i.attempts
+	 *	RETURNING i.state = 'claimed', i.token, i.received_at = $3
+	 *
+	 * received_at = $3 only in a row this statement inserted (a takeover
+	 * keeps it): a new claim, even of a message whose failed claim an
+	 * operator retried with attempts 0 (operate.c).
 	 *----------
 	 */
 	if (fingerprint == NULL)
@@ -520,8 +524,11 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		{
 			result->token = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
 			result->outcome =
-				DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull)) == 1 ?
+				DatumGetBool(SPI_getbinval(row, desc, 3, &isnull)) ?
 				INBOX_OUTCOME_CLAIMED : INBOX_OUTCOME_TAKEN_OVER;
+			/* a prune may have raised the floor since it was read (floor.c) */
+			if (result->outcome == INBOX_OUTCOME_CLAIMED && has_sent_at)
+				inbox_floor_recheck(&objects, consumer, sent_at);
 		}
 	}
 
