@@ -81,7 +81,7 @@ ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
 	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard \
 	tokens-sessions vacuum-claim-wait tokens-takeover-above twophase-busy-no-lock \
-	operate-late-owner
+	operate-late-owner floor-race
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 
