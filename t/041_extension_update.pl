@@ -9,8 +9,9 @@
 #    and a history of tokens, then ALTER EXTENSION inbox UPDATE;
 #  - its schema (pg_dump --schema-only) must equal a fresh install's;
 #  - the markers still answer (a duplicate is false), the live claim
-#    completes with its token, the next token is above every old one, and
-#    a claim that failed before the update can be retried.
+#    completes with its token, the next token is above every old one, a
+#    claim that failed before the update can be retried, and pruning an
+#    old marker raises the floor that refuses its late duplicate.
 #
 # And the release being made is frozen: while default_version names a
 # release kept in test/upgrade/, inbox.sql must be that file, byte for
@@ -144,6 +145,12 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		"$from: a claim that failed before the update is retried after it");
 	is($node->safe_psql($db, "SELECT inbox_complete('f-1', 'sms', $failed_token)"), 'f',
 		"$from: ... and its late owner is refused");
+	is($node->safe_psql($db, q{
+			UPDATE inbox SET processed_at = '2020-01-01 00:00:00+00' WHERE message_id = 'm-1';
+			SELECT inbox_prune() > 0;
+			SELECT outcome FROM inbox_claim_outcome('m-1', 'credit', sent_at => '2019-12-31 00:00:00+00')}),
+		"t\nexpired",
+		"$from: a marker made before the update, pruned after it, leaves a floor");
 }
 
 $node->stop;
