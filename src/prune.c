@@ -26,6 +26,10 @@
  * Cutoffs are computed in UTC (INBOX_UTC_MINUS), so that no session time
  * zone moves them.
  *
+ * The same statement raises each consumer's floor (inbox_floors) to the
+ * latest processed_at it deleted, so that a late duplicate of a pruned
+ * message is refused rather than claimed again (floor.c).
+ *
  * This file runs one batch (inbox_prune_batch); the passes are driven
  * elsewhere, with the same batches: the background worker runs each batch
  * in its own short transaction (worker.c); inbox_prune() runs them all in

@@ -12,7 +12,8 @@
  * What would still fire in that mode (a trigger or rule enabled ALWAYS or
  * REPLICA), and what the mode would silently skip that the data relies on
  * (a foreign key's triggers) or that changes what the statement does (a
- * rule), make the pass refuse to run instead (inbox_replica_refusal).
+ * rule), make the pass refuse to run instead (inbox_replica_refusal), on
+ * the inbox table and on inbox_floors, which a prune writes too.
  * Only the table's owner, a superuser, can enable a trigger ALWAYS or add
  * a rule, and a foreign key needs the REFERENCES privilege; refusing them
  * all keeps the rule short: in a pass, nothing fires.
