@@ -30,7 +30,7 @@ FROM inbox WHERE message_id = 'f-1';
 SELECT inbox_complete('f-1', 'email', :old_token) AS late_complete,
 	   inbox_fail('f-1', 'email', :old_token, 'late') AS late_fail,
 	   inbox_extend('f-1', 'email', :old_token) AS late_extend;
--- A fresh budget: the redelivery takes it over as attempt 1 of 1.
+-- A fresh budget: the redelivery takes it over, as attempt 1 of 1.
 SELECT outcome, token > :old_token AS token_above
 FROM inbox_begin_outcome('f-1', 'email');
 SELECT state, attempts FROM inbox WHERE message_id = 'f-1';
