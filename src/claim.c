@@ -571,8 +571,12 @@ claim_one(text *message_id, text *consumer, ClaimAnswer *answer)
 		return claimed;
 	if (claimed)
 	{
-		/* a prune may have raised the floor since it was read (floor.c) */
-		if (answer->has_sent_at)
+		/*
+		 * Without the probe, no read saw the old marker gone before the
+		 * floor was read: a prune may have deleted it and raised the floor
+		 * since (floor.c).
+		 */
+		if (answer->has_sent_at && !probe)
 			inbox_floor_recheck(&objects, consumer, answer->sent_at);
 		answer->outcome = CLAIM_CLAIMED;
 		return true;

@@ -20,17 +20,22 @@
  * up to FLOOR_SKEW after it.  One running behind only makes a message
  * look older: expired where it may not have needed to be.
  *
- * Concurrency: a claim checks the floor (inbox_floor_refuses), then
- * inserts its marker.  A prune that deletes the message's old marker and
- * raises the floor between the two would let the insert find no marker and
- * succeed.  But then the prune committed before the insert's unique check
- * ended (the check waits for a deleter still in progress), so a snapshot
- * taken after the insert sees the raised floor, at every isolation level:
- * inbox_floor_recheck reads it so, after a new marker was written, and
- * raises a serialization failure if the floor now covers the message.
- * The caller's retry then finds the floor and answers expired.  Both
- * reads use the latest snapshot, never the transaction's: under
- * REPEATABLE READ a snapshot older than the prune would miss the floor.
+ * Concurrency: the floor is raised in the transaction that deletes the
+ * markers, so a read that found no marker of the message (the probe, or
+ * inbox_begin's first read) came after any prune that deleted it had
+ * committed, and a later snapshot sees the raised floor: the floor read
+ * after it is final.  A claim that reads no marker before its INSERT (one
+ * the probe does not serve: row-level security, privileges) checks the
+ * floor, then inserts; a prune that deletes the old marker and raises the
+ * floor between the two lets the insert find no marker and succeed.  But
+ * the prune then committed before the insert's unique check ended (the
+ * check waits for a deleter still in progress), so a snapshot taken after
+ * the insert sees the raised floor, at every isolation level:
+ * inbox_floor_recheck reads it so, and raises a serialization failure if
+ * the floor now covers the message; the caller's retry answers expired
+ * (specs/floor-race.spec).  Both reads use the latest snapshot, never the
+ * transaction's: under REPEATABLE READ a snapshot older than the prune
+ * would miss the floor.
  *
  * The floor is read through SPI with a plan kept per backend; a database
  * still at 1.0.0's SQL has no inbox_floors and no floor.

@@ -436,7 +436,12 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	}
 	memset(result, 0, sizeof(*result));
 
-	/* A new claim of a message sent before the consumer's floor. */
+	/*
+	 * A new claim of a message sent before the consumer's floor.  The read
+	 * above found no marker, so a prune that deleted one committed before
+	 * it, and raised the floor in the same transaction: the floor read now
+	 * (with a newer snapshot) is final, with no recheck (floor.c).
+	 */
 	if (!exists && has_sent_at &&
 		inbox_floor_refuses(&objects, consumer, sent_at))
 	{
@@ -526,9 +531,6 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 			result->outcome =
 				DatumGetBool(SPI_getbinval(row, desc, 3, &isnull)) ?
 				INBOX_OUTCOME_CLAIMED : INBOX_OUTCOME_TAKEN_OVER;
-			/* a prune may have raised the floor since it was read (floor.c) */
-			if (result->outcome == INBOX_OUTCOME_CLAIMED && has_sent_at)
-				inbox_floor_recheck(&objects, consumer, sent_at);
 		}
 	}
 
