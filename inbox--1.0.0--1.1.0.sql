@@ -35,6 +35,34 @@ GRANT EXECUTE ON FUNCTION inbox_worker_status() TO pg_monitor;
 
 ALTER TABLE inbox ADD COLUMN result jsonb, ADD COLUMN fingerprint text COLLATE "C";
 
+-- The roles granted EXECUTE on the two functions dropped below keep it on
+-- the functions that replace them: a worker role that lost inbox_complete
+-- would leave every claim to run out its lease and be taken again.  The
+-- grants are noted here, before the drop, and made again after the
+-- functions are created.
+DO $$
+DECLARE
+	grants text;
+BEGIN
+	SELECT pg_catalog.string_agg(pg_catalog.format(
+			'GRANT EXECUTE ON FUNCTION %s TO %s%s', f.successor,
+			CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+				 ELSE pg_catalog.quote_ident(r.rolname) END,
+			CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), E'\n')
+	  INTO grants
+	  FROM (VALUES ('inbox_begin_outcome(text, text, interval, jsonb)'::pg_catalog.regprocedure,
+					'inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)'),
+				   ('inbox_complete(text, text, bigint)'::pg_catalog.regprocedure,
+					'inbox_complete(text, text, bigint, jsonb)')) AS f(old, successor)
+	  JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.old
+	  CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+	 WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+	PERFORM pg_catalog.set_config('inbox_update.grants', COALESCE(grants, ''), true);
+END
+$$;
+
 COMMENT ON COLUMN inbox.result IS 'optional result of the processing, returned to a duplicate';
 COMMENT ON COLUMN inbox.fingerprint IS 'optional fingerprint of the request that made the marker: a claim with another one is a mismatch';
 
@@ -95,6 +123,22 @@ REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim_outcome(text, text, text, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_set_result(text, text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_result(text, text) FROM PUBLIC;
+
+-- The grants noted before the drop (above).
+DO $$
+DECLARE
+	grant_statement text;
+BEGIN
+	FOREACH grant_statement IN ARRAY
+		pg_catalog.string_to_array(pg_catalog.current_setting('inbox_update.grants'), E'\n')
+	LOOP
+		EXECUTE grant_statement;
+	END LOOP;
+	PERFORM pg_catalog.set_config('inbox_update.grants', '', true);
+END
+$$;
+
+--
 -- Who retried or discarded a failed claim, when, and why (inbox.sql's
 -- last three columns of inbox).
 --
