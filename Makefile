@@ -58,7 +58,8 @@ OBJS = \
 	src/pass.o \
 	src/worker.o \
 	src/shmem.o \
-	src/trust.o
+	src/trust.o \
+	src/operate.o
 
 # The install script is built from inbox.sql; every upgrade script
 # (inbox--A--B.sql, committed as written) is installed as it is, and so is
@@ -73,14 +74,14 @@ DATA = $(wildcard inbox--*--*.sql) \
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects dba partition bounds security fuzz claim claim_many claim_indexes claim_errors privileges search_path cache \
 	twophase twophase_indexes sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
-	tokens citus executor timezone result result_rls
+	tokens citus executor timezone result result_rls operate floor
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
 	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard \
 	tokens-sessions vacuum-claim-wait tokens-takeover-above twophase-busy-no-lock \
-	result-fingerprint-race
+	result-fingerprint-race operate-late-owner floor-race
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1
 

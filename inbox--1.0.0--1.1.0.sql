@@ -137,3 +137,85 @@ BEGIN
 	PERFORM pg_catalog.set_config('inbox_update.grants', '', true);
 END
 $$;
+
+--
+-- Who retried or discarded a failed claim, when, and why (inbox.sql's
+-- last three columns of inbox).
+--
+
+ALTER TABLE inbox ADD COLUMN resolved_by name,
+	ADD COLUMN resolved_at timestamptz,
+	ADD COLUMN resolution text;
+
+COMMENT ON COLUMN inbox.resolved_by IS 'who retried or discarded the failed claim last (session_user)';
+COMMENT ON COLUMN inbox.resolved_at IS 'when the failed claim was last retried or discarded';
+COMMENT ON COLUMN inbox.resolution IS 'why the failed claim was discarded (NULL after a retry)';
+
+--
+-- Failed claims: an operator retries them or discards them with a reason
+-- (src/operate.c).  For an operator role, not for consumers: nothing is
+-- granted; docs/operations.md has the grants.
+--
+
+CREATE FUNCTION inbox_retry(message_id text, consumer text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_retry'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_retry(text, text) IS
+'puts a failed claim back as released, with a fresh budget of attempts and a new token; an error on anything but a failed claim';
+
+CREATE FUNCTION inbox_discard(message_id text, consumer text, reason text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_discard'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_discard(text, text, text) IS
+'closes a failed claim as processed, with reason and a new token; an error on anything but a failed claim';
+
+CREATE FUNCTION inbox_retry_failed(consumer text,
+								   failed_before timestamptz DEFAULT NULL,
+								   error_like text DEFAULT NULL,
+								   max integer DEFAULT 1000)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'inbox_retry_failed'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 100;
+
+COMMENT ON FUNCTION inbox_retry_failed(text, timestamptz, text, integer) IS
+'inbox_retry for up to max failed claims of consumer (failed before failed_before, last_error LIKE error_like), oldest first; returns their message ids';
+
+CREATE FUNCTION inbox_discard_failed(consumer text, reason text,
+									 failed_before timestamptz DEFAULT NULL,
+									 error_like text DEFAULT NULL,
+									 max integer DEFAULT 1000)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'inbox_discard_failed'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 100;
+
+COMMENT ON FUNCTION inbox_discard_failed(text, text, timestamptz, text, integer) IS
+'inbox_discard for up to max failed claims of consumer (failed before failed_before, last_error LIKE error_like), oldest first; returns their message ids';
+
+REVOKE ALL ON FUNCTION inbox_retry(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_discard(text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_retry_failed(text, timestamptz, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_discard_failed(text, text, timestamptz, text, integer) FROM PUBLIC;
+
+--
+-- The floor of late duplicates (src/floor.c): per consumer, the latest
+-- processed_at of the markers pruning deleted, raised by the statement
+-- that deletes them (src/prune.c) and never lowered.  A claim given the
+-- message's send time that finds no marker answers expired when the
+-- message was sent at or before it.  Dumped: a restore that lost it would
+-- let every pruned message be claimed again.
+--
+
+CREATE TABLE inbox_floors (
+	consumer		text COLLATE "C" PRIMARY KEY,
+	floor			timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('inbox_floors', '');
+
+COMMENT ON TABLE inbox_floors IS
+'per consumer, the latest processed_at of the markers pruning deleted: a message sent at or before it that has no marker is expired';
+
+REVOKE ALL ON TABLE inbox_floors FROM PUBLIC;

@@ -38,6 +38,11 @@ CREATE TABLE inbox (
 	-- marker; NULL when unused.
 	result			jsonb,
 	fingerprint		text COLLATE "C",
+	-- An operator's decision on a failed claim (inbox_retry, inbox_discard):
+	-- who (session_user), when, and a discard's reason.
+	resolved_by		name,
+	resolved_at		timestamptz,
+	resolution		text,
 
 	-- The key the database uses to pick the winner among concurrent
 	-- claimers, and the primary key: it is how every function finds a
@@ -66,6 +71,9 @@ COMMENT ON COLUMN inbox.last_error IS 'the last recorded failure';
 COMMENT ON COLUMN inbox.payload IS 'optional message payload kept for retries without the broker';
 COMMENT ON COLUMN inbox.result IS 'optional result of the processing, returned to a duplicate';
 COMMENT ON COLUMN inbox.fingerprint IS 'optional fingerprint of the request that made the marker: a claim with another one is a mismatch';
+COMMENT ON COLUMN inbox.resolved_by IS 'who retried or discarded the failed claim last (session_user)';
+COMMENT ON COLUMN inbox.resolved_at IS 'when the failed claim was last retried or discarded';
+COMMENT ON COLUMN inbox.resolution IS 'why the failed claim was discarded (NULL after a retry)';
 
 -- pg_dump must keep every marker: a restore that lost them would let every
 -- message be processed again.  The identity sequence is dumped too, so ids
@@ -423,6 +431,73 @@ LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION inbox_result(text, text) IS
 'the stored result of message_id for consumer: NULL when there is no marker, or no result';
+-- Failed claims: an operator retries them or discards them with a reason
+-- (src/operate.c).  For an operator role, not for consumers: nothing is
+-- granted; docs/operations.md has the grants.
+--
+
+CREATE FUNCTION inbox_retry(message_id text, consumer text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_retry'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_retry(text, text) IS
+'puts a failed claim back as released, with a fresh budget of attempts and a new token; an error on anything but a failed claim';
+
+CREATE FUNCTION inbox_discard(message_id text, consumer text, reason text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_discard'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_discard(text, text, text) IS
+'closes a failed claim as processed, with reason and a new token; an error on anything but a failed claim';
+
+CREATE FUNCTION inbox_retry_failed(consumer text,
+								   failed_before timestamptz DEFAULT NULL,
+								   error_like text DEFAULT NULL,
+								   max integer DEFAULT 1000)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'inbox_retry_failed'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 100;
+
+COMMENT ON FUNCTION inbox_retry_failed(text, timestamptz, text, integer) IS
+'inbox_retry for up to max failed claims of consumer (failed before failed_before, last_error LIKE error_like), oldest first; returns their message ids';
+
+CREATE FUNCTION inbox_discard_failed(consumer text, reason text,
+									 failed_before timestamptz DEFAULT NULL,
+									 error_like text DEFAULT NULL,
+									 max integer DEFAULT 1000)
+RETURNS SETOF text
+AS 'MODULE_PATHNAME', 'inbox_discard_failed'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 100;
+
+COMMENT ON FUNCTION inbox_discard_failed(text, text, timestamptz, text, integer) IS
+'inbox_discard for up to max failed claims of consumer (failed before failed_before, last_error LIKE error_like), oldest first; returns their message ids';
+
+REVOKE ALL ON FUNCTION inbox_retry(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_discard(text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_retry_failed(text, timestamptz, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_discard_failed(text, text, timestamptz, text, integer) FROM PUBLIC;
+
+--
+-- The floor of late duplicates (src/floor.c): per consumer, the latest
+-- processed_at of the markers pruning deleted, raised by the statement
+-- that deletes them (src/prune.c) and never lowered.  A claim given the
+-- message's send time that finds no marker answers expired when the
+-- message was sent at or before it.  Dumped: a restore that lost it would
+-- let every pruned message be claimed again.
+--
+
+CREATE TABLE inbox_floors (
+	consumer		text COLLATE "C" PRIMARY KEY,
+	floor			timestamptz NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('inbox_floors', '');
+
+COMMENT ON TABLE inbox_floors IS
+'per consumer, the latest processed_at of the markers pruning deleted: a message sent at or before it that has no marker is expired';
+
+REVOKE ALL ON TABLE inbox_floors FROM PUBLIC;
 
 --
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an

@@ -94,8 +94,9 @@ RESET ROLE;
 -- A role that runs the maintenance passes from its own scheduler needs
 -- (README, "Privileges") what the statements would: pruning reads and
 -- deletes markers, reclaiming reads and updates claims, both read the
--- consumers' settings.  Without one of them it is refused (by the
--- statement, whose text the context would show: left out).
+-- consumers' settings, pruning writes the floors.  Without one of them it
+-- is refused (by the statement, whose text the context would show: left
+-- out).
 \set SHOW_CONTEXT never
 CREATE ROLE regress_inbox_maintainer;
 GRANT EXECUTE ON FUNCTION inbox_prune(), inbox_reclaim() TO regress_inbox_maintainer;
@@ -117,6 +118,11 @@ SELECT inbox_prune();
 RESET ROLE;
 GRANT SELECT ON inbox_consumers TO regress_inbox_maintainer;
 UPDATE inbox SET processed_at = processed_at - interval '8 days' WHERE message_id = 'm-1';
+-- Pruning raises the floors too (docs/operations.md): refused without them.
+SET ROLE regress_inbox_maintainer;
+SELECT inbox_prune() AS pruned;
+RESET ROLE;
+GRANT SELECT, INSERT, UPDATE ON inbox_floors TO regress_inbox_maintainer;
 SET ROLE regress_inbox_maintainer;
 SELECT inbox_prune() AS pruned;
 RESET ROLE;

@@ -543,7 +543,7 @@ claim_one(text *message_id, text *consumer, ClaimAnswer *answer)
 		 */
 		if ((found && !marker.found) ||
 			(!found && answer->has_sent_at &&
-			 inbox_floor_refuses(text_to_cstring(consumer), answer->sent_at)))
+			 inbox_floor_refuses(&objects, consumer, answer->sent_at)))
 		{
 			inbox_marker_read(&objects, message_id, consumer, false, &marker);
 			if (!marker.found && !found)
@@ -571,6 +571,13 @@ claim_one(text *message_id, text *consumer, ClaimAnswer *answer)
 		return claimed;
 	if (claimed)
 	{
+		/*
+		 * Without the probe, no read saw the old marker gone before the
+		 * floor was read: a prune may have deleted it and raised the floor
+		 * since (floor.c).
+		 */
+		if (answer->has_sent_at && !probe)
+			inbox_floor_recheck(&objects, consumer, answer->sent_at);
 		answer->outcome = CLAIM_CLAIMED;
 		return true;
 	}

@@ -30,6 +30,7 @@
  *	prune.c		one batch of a prune pass: deleting old markers
  *	reclaim.c	one batch of a reclaim pass: releasing or failing the
  *				claims whose lease expired
+ *	operate.c	an operator's decisions on failed claims: retry, discard
  *	pass.c		a pass in the caller's transaction: inbox_prune(),
  *				inbox_reclaim()
  *	worker.c	the background worker: a launcher and one worker per
@@ -41,7 +42,7 @@
  * only files of the layers above it:
  *
  *	0	settings, validate, objects, tokens, shmem, probe, trust, floor
- *	1	prune, reclaim, configure, guard, citus, result
+ *	1	prune, reclaim, configure, guard, citus, result, operate
  *	2	claim, twophase_citus, pass, worker
  *	3	twophase, inbox
  *
@@ -126,6 +127,8 @@
 #define INBOX_TOKEN_RESERVE_NAME "inbox_token_reserve"
 #define INBOX_TOKEN_LIFTED_NAME	"inbox_token_lifted"
 #define INBOX_CONSUMERS_NAME	"inbox_consumers"
+#define INBOX_FLOORS_NAME		"inbox_floors"
+#define INBOX_FLOORS_KEY_NAME	"inbox_floors_pkey"
 #define INBOX_CONSUMERS_KEY_NAME "inbox_consumers_pkey"
 
 /* Citus's table of the relations it manages, if Citus is installed. */
@@ -201,6 +204,7 @@ typedef struct InboxObjects
 	Oid			id_sequence_oid;	/* identity sequence of inbox.id (Citus) */
 	Oid			token_sequence_oid; /* inbox_token_seq */
 	Oid			consumers_oid;	/* inbox_consumers */
+	Oid			floors_oid;		/* inbox_floors (InvalidOid before 1.1.0) */
 	/*
 	 * Citus manages the table (or inbox_consumers): its rows are in shards,
 	 * and the local heap is an empty shell that the probe must not read.
@@ -423,7 +427,10 @@ extern void inbox_citus_next(const InboxObjects *objects, text *consumer,
 							 ReturnSetInfo *rsinfo);
 
 /* floor.c */
-extern bool inbox_floor_refuses(const char *consumer, TimestampTz sent_at);
+extern bool inbox_floor_refuses(const InboxObjects *objects, text *consumer,
+								TimestampTz sent_at);
+extern void inbox_floor_recheck(const InboxObjects *objects, text *consumer,
+								TimestampTz sent_at);
 
 /* result.c */
 extern bool inbox_has_results(const InboxObjects *objects);

@@ -141,7 +141,8 @@ objects_invalidate(Datum arg, Oid relid)
 		relid == objects_cache.key_index_oid ||
 		relid == objects_cache.id_sequence_oid ||
 		relid == objects_cache.token_sequence_oid ||
-		relid == objects_cache.consumers_oid)
+		relid == objects_cache.consumers_oid ||
+		relid == objects_cache.floors_oid)
 	{
 		objects_cache_valid = false;
 	}
@@ -409,6 +410,7 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
 		a->id_sequence_oid == b->id_sequence_oid &&
 		a->token_sequence_oid == b->token_sequence_oid &&
 		a->consumers_oid == b->consumers_oid &&
+		a->floors_oid == b->floors_oid &&
 		a->table_in_citus == b->table_in_citus &&
 		a->consumers_in_citus == b->consumers_in_citus &&
 		a->result_attnum == b->result_attnum &&
@@ -559,6 +561,7 @@ objects_lookup(void)
 											   extension);
 	found.consumers_oid = member_relation(INBOX_CONSUMERS_NAME, schema,
 										  extension);
+	found.floors_oid = member_relation(INBOX_FLOORS_NAME, schema, extension);
 
 	/*
 	 * The columns of idempotency keys, both or neither: a table still at
@@ -655,6 +658,7 @@ inbox_objects_of_shard(const InboxObjects *objects, int64 shard,
 	snprintf(name, sizeof(name), "%s_" INT64_FORMAT, INBOX_KEY_NAME, shard);
 	target->key_index_oid = index_of_table(name, objects->schema_oid, table);
 	target->id_sequence_oid = InvalidOid;	/* the passes insert nothing */
+	target->floors_oid = InvalidOid;	/* no floor on Citus (floor.c) */
 	target->table_in_citus = false;
 
 	if (consumers_shard != 0)

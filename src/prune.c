@@ -26,6 +26,10 @@
  * Cutoffs are computed in UTC (INBOX_UTC_MINUS), so that no session time
  * zone moves them.
  *
+ * The same statement raises each consumer's floor (inbox_floors) to the
+ * latest processed_at it deleted, so that a late duplicate of a pruned
+ * message is refused rather than claimed again (floor.c).
+ *
  * This file runs one batch (inbox_prune_batch); the passes are driven
  * elsewhere, with the same batches: the background worker runs each batch
  * in its own short transaction (worker.c); inbox_prune() runs them all in
@@ -59,6 +63,7 @@
 #include "inbox.h"
 
 static InboxPlan delete_plan;
+static InboxPlan delete_floor_plan;
 static InboxPlan invalid_plan;
 
 /*
@@ -184,6 +189,49 @@ TEXTOID, TIMESTAMPTZOID, INT8OID};
 	" WHERE c.consumer IS NOT NULL" \
 	" LIMIT $3"
 
+/*----------
+ * One batch: PRUNE_CANDIDATES locked, deleted, and each consumer's floor
+ * raised to the latest processed_at deleted (floors: PRUNE_RAISE_FLOORS,
+ * or "" on a database still at 1.0.0's SQL, or on Citus's shards, which
+ * keep no floor).  The floor moves in the statement that deletes the
+ * markers, so no one ever sees a marker gone and its floor not yet raised
+ * (floor.c).
+ *
+ *	WITH doomed AS (PRUNE_CANDIDATES(FOR UPDATE OF i SKIP LOCKED)),
+ *	deleted AS (
+ *		DELETE FROM ONLY inbox
+ *		WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed WHERE tid IS NOT NULL))
+ *		RETURNING consumer, processed_at, id),
+ *	floors AS (
+ *		INSERT INTO inbox_floors AS f (consumer, floor)
+ *		SELECT consumer, max(processed_at) FROM deleted GROUP BY consumer
+ *		ON CONFLICT ON CONSTRAINT inbox_floors_pkey
+ *		DO UPDATE SET floor = excluded.floor WHERE f.floor < excluded.floor)
+ *	SELECT consumer, processed_at, id, true FROM deleted
+ *	UNION ALL
+ *	SELECT consumer, 'infinity', 9223372036854775807, false
+ *	FROM doomed WHERE tid IS NULL
+ *----------
+ */
+#define PRUNE_RAISE_FLOORS \
+	", floors AS (INSERT INTO %1$s." INBOX_FLOORS_NAME " AS f (consumer, floor)" \
+	" SELECT consumer, pg_catalog.max(processed_at) FROM deleted GROUP BY consumer" \
+	" ON CONFLICT ON CONSTRAINT " INBOX_FLOORS_KEY_NAME \
+	" DO UPDATE SET floor = excluded.floor WHERE f.floor" INBOX_LT "excluded.floor)"
+#define PRUNE_DELETE(floors) \
+	"WITH doomed AS (" \
+	PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")" \
+	", deleted AS (DELETE FROM ONLY %1$s.%2$s" \
+	" WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed" \
+	"  WHERE tid IS NOT NULL))" \
+	" RETURNING consumer, processed_at, id)" \
+	floors \
+	" SELECT consumer, processed_at, id, true FROM deleted" \
+	" UNION ALL" \
+	" SELECT consumer, 'infinity'::pg_catalog.timestamptz," \
+	" '9223372036854775807'::pg_catalog.int8, false" \
+	" FROM doomed WHERE tid IS NULL"
+
 /*
  * prune_default_retention
  *		inbox.retention as an interval.
@@ -299,31 +347,13 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 	SPIPlanPtr	plan;
 	InboxBatchResult result;
 
-	/*----------
-	 * WITH doomed AS (PRUNE_CANDIDATES(FOR UPDATE OF i SKIP LOCKED)),
-	 * deleted AS (
-	 *	DELETE FROM ONLY inbox
-	 *	WHERE ctid = ANY (ARRAY(SELECT tid FROM doomed WHERE tid IS NOT NULL))
-	 *	RETURNING consumer, processed_at, id)
-	 * SELECT consumer, processed_at, id, true FROM deleted
-	 * UNION ALL
-	 * SELECT consumer, 'infinity', 9223372036854775807, false
-	 * FROM doomed WHERE tid IS NULL
-	 *----------
-	 */
-	plan = inbox_plan(&delete_plan, objects,
-					  "WITH doomed AS ("
-					  PRUNE_CANDIDATES("FOR UPDATE OF i SKIP LOCKED") ")"
-					  ", deleted AS (DELETE FROM ONLY %1$s.%2$s"
-					  " WHERE ctid" INBOX_EQ "ANY (ARRAY(SELECT tid FROM doomed"
-					  "  WHERE tid IS NOT NULL))"
-					  " RETURNING consumer, processed_at, id)"
-					  " SELECT consumer, processed_at, id, true FROM deleted"
-					  " UNION ALL"
-					  " SELECT consumer, 'infinity'::pg_catalog.timestamptz,"
-					  " '9223372036854775807'::pg_catalog.int8, false"
-					  " FROM doomed WHERE tid IS NULL",
-					  PRUNE_NARGS, prune_argtypes);
+	if (OidIsValid(objects->floors_oid))
+		plan = inbox_plan(&delete_floor_plan, objects,
+						  PRUNE_DELETE(PRUNE_RAISE_FLOORS),
+						  PRUNE_NARGS, prune_argtypes);
+	else
+		plan = inbox_plan(&delete_plan, objects, PRUNE_DELETE(""),
+						  PRUNE_NARGS, prune_argtypes);
 
 	memset(nulls, ' ', PRUNE_NARGS);
 	values[0] = TimestampTzGetDatum(now);

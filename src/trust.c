@@ -12,7 +12,8 @@
  * What would still fire in that mode (a trigger or rule enabled ALWAYS or
  * REPLICA), and what the mode would silently skip that the data relies on
  * (a foreign key's triggers) or that changes what the statement does (a
- * rule), make the pass refuse to run instead (inbox_replica_refusal).
+ * rule), make the pass refuse to run instead (inbox_replica_refusal), on
+ * the inbox table and on inbox_floors, which a prune writes too.
  * Only the table's owner, a superuser, can enable a trigger ALWAYS or add
  * a rule, and a foreign key needs the REFERENCES privilege; refusing them
  * all keeps the rule short: in a pass, nothing fires.
@@ -231,15 +232,11 @@ inbox_settings_drop_local(void)
 }
 
 /*
- * inbox_replica_refusal
- *		Why a pass must not run on the table with session_replication_role
- *		= replica, or NULL if it may: a trigger or rule that would fire
- *		anyway (enabled ALWAYS or REPLICA), a rule of any kind (it changes
- *		what the statement does), or a foreign key (whose checks that mode
- *		skips).  The caller holds RowExclusiveLock on the table.
+ * relation_refusal
+ *		inbox_replica_refusal for one relation.
  */
-char *
-inbox_replica_refusal(Relation rel)
+static char *
+relation_refusal(Relation rel)
 {
 	TriggerDesc *triggers = rel->trigdesc;
 	char	   *found = NULL;
@@ -289,6 +286,35 @@ inbox_replica_refusal(Relation rel)
 		}
 		systable_endscan(scan);
 		table_close(rewrite, AccessShareLock);
+	}
+	return found;
+}
+
+/*
+ * inbox_replica_refusal
+ *		Why a pass must not run on the table with session_replication_role
+ *		= replica, or NULL if it may: a trigger or rule that would fire
+ *		anyway (enabled ALWAYS or REPLICA), a rule of any kind (it changes
+ *		what the statement does), or a foreign key (whose checks that mode
+ *		skips), on the table or on inbox_floors beside it, which a prune
+ *		writes too (floor.c).  The caller holds RowExclusiveLock on the
+ *		table; inbox_floors is locked so until the transaction ends.
+ */
+char *
+inbox_replica_refusal(Relation rel)
+{
+	char	   *found = relation_refusal(rel);
+	Oid			floors;
+
+	if (found != NULL)
+		return found;
+	floors = get_relname_relid(INBOX_FLOORS_NAME, RelationGetNamespace(rel));
+	if (OidIsValid(floors))
+	{
+		Relation	floors_rel = table_open(floors, RowExclusiveLock);
+
+		found = relation_refusal(floors_rel);
+		table_close(floors_rel, NoLock);
 	}
 	return found;
 }

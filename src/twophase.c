@@ -146,7 +146,7 @@ PG_FUNCTION_INFO_V1(inbox_next);
 	" payload = COALESCE(excluded.payload, i.payload)" \
 	" WHERE (i.state" INBOX_EQ "'released'" \
 	" OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3))" where \
-	" RETURNING i.state" INBOX_EQ "'claimed', i.token, i.attempts"
+	" RETURNING i.state" INBOX_EQ "'claimed', i.token, i.received_at" INBOX_EQ "$3"
 
 static InboxPlan begin_row_plan;
 static InboxPlan begin_lock_plan;
@@ -435,9 +435,14 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	}
 	memset(result, 0, sizeof(*result));
 
-	/* A new claim of a message sent before the consumer's floor. */
+	/*
+	 * A new claim of a message sent before the consumer's floor.  The read
+	 * above found no marker, so a prune that deleted one committed before
+	 * it, and raised the floor in the same transaction: the floor read now
+	 * (with a newer snapshot) is final, with no recheck (floor.c).
+	 */
 	if (!exists && has_sent_at &&
-		inbox_floor_refuses(text_to_cstring(consumer), sent_at))
+		inbox_floor_refuses(&objects, consumer, sent_at))
 	{
 		result->outcome = INBOX_OUTCOME_EXPIRED;
 		SPI_finish();
@@ -483,7 +488,11 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	 *		payload = COALESCE(excluded.payload, i.payload)
 	 *	WHERE i.state = 'released'
 	 *	   OR (i.state = 'claimed' AND i.lease_until <= $3)
-	 *	RETURNING i.state = 'claimed', i.token, i.attempts
+	 *	RETURNING i.state = 'claimed', i.token, i.received_at = $3
+	 *
+	 * received_at = $3 only in a row this statement inserted (a takeover
+	 * keeps it): a new claim, even of a message whose failed claim an
+	 * operator retried with attempts 0 (operate.c).
 	 *----------
 	 */
 	if (fingerprint == NULL)
@@ -519,7 +528,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		{
 			result->token = DatumGetInt64(SPI_getbinval(row, desc, 2, &isnull));
 			result->outcome =
-				DatumGetInt32(SPI_getbinval(row, desc, 3, &isnull)) == 1 ?
+				DatumGetBool(SPI_getbinval(row, desc, 3, &isnull)) ?
 				INBOX_OUTCOME_CLAIMED : INBOX_OUTCOME_TAKEN_OVER;
 		}
 	}

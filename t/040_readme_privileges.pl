@@ -13,6 +13,8 @@
 #	  returns true, where the INSERT and SELECT policies this README once
 #	  recommended made it false;
 #	- the maintenance role prunes and reclaims, and needs its policy;
+#	- the operator role retries and discards failed claims, recorded
+#	  under its login's name, and a consumer's role may not;
 #	- the monitoring role reads inbox_stats, which shows what row security
 #	  lets the reader see;
 #	- the column grants refuse LOCK TABLE and keep the isolation;
@@ -58,7 +60,7 @@ is_deeply(
 	[ sort keys %recipe ],
 	[
 		sort qw(app login worker columns consumer-roles consumer-policies
-		  maintenance monitoring)
+		  maintenance operator monitoring)
 	],
 	'the recipes this test knows');
 
@@ -90,7 +92,7 @@ is( $node->safe_psql($db, q{
 # The application's login role, which the README takes as existing.
 $node->safe_psql($db, 'CREATE ROLE orders_service LOGIN');
 
-foreach my $name (qw(app login worker consumer-roles maintenance monitoring))
+foreach my $name (qw(app login worker consumer-roles maintenance operator monitoring))
 {
 	my ($ret, $out, $err) = $node->psql($db, $recipe{$name});
 	is($ret, 0, "recipe $name runs as written") or diag $err;
@@ -103,6 +105,7 @@ $node->safe_psql($db, q{
 	CREATE ROLE credit_svc LOGIN IN ROLE credit_worker, inbox_app;
 	CREATE ROLE email_svc LOGIN IN ROLE email_worker, inbox_app;
 	CREATE ROLE maint_svc LOGIN IN ROLE inbox_maintenance;
+	CREATE ROLE ops_alice LOGIN IN ROLE inbox_operator;
 	CREATE ROLE monitor_svc LOGIN IN ROLE inbox_monitor;
 	ALTER ROLE credit_svc SET search_path = "$user", public, inbox;
 	ALTER ROLE email_svc SET search_path = "$user", public, inbox;
@@ -448,6 +451,36 @@ is(run('maint_svc', 'read committed', 'SELECT inbox.inbox_prune()'), $to_prune,
 is(as_owner("$prunable UNION ALL $expired"), "0\n0", 'nothing is left to prune or reclaim');
 
 # ---------------------------------------------------------------------------
+# The operator role retries and discards failed claims of every consumer,
+# under row security; a consumer's role may not.
+
+is(as_owner("SELECT count(*) FROM inbox.inbox_consumers"), '0',
+	'no consumer is configured yet');
+as_owner(q{
+	INSERT INTO inbox.inbox_consumers (consumer, max_attempts)
+	VALUES ('credit', 1), ('email', 1) ON CONFLICT (consumer) DO UPDATE SET max_attempts = 1;
+	SELECT inbox.inbox_fail(m || '-' || c, c, inbox.inbox_begin(m || '-' || c, c), 'boom')
+	FROM (VALUES ('ops-1'), ('ops-2')) v(m), (VALUES ('credit'), ('email')) w(c);
+});
+like(run('credit_svc', 'read committed', "SELECT inbox.inbox_retry('ops-1-credit', 'credit')"),
+	qr/^ERROR:  permission denied for function inbox_retry/,
+	'a consumer\'s role may not retry its failed claims');
+is(run('ops_alice', 'read committed',
+		"SELECT inbox.inbox_retry('ops-1-credit', 'credit');"
+		  . " SELECT inbox.inbox_discard('ops-1-email', 'email', 'checked');"
+		  . " SELECT inbox.inbox_discard_failed('email', 'checked too');"
+		  . " SELECT inbox.inbox_retry_failed('credit')"),
+	"\n\nops-2-email\nops-2-credit",
+	'the operator retries and discards the failed claims of every consumer');
+is(as_owner("SELECT string_agg(message_id || ' ' || state || ' ' || resolved_by"
+		  . " || ' ' || coalesce(resolution, '-'), ', ' ORDER BY message_id)"
+		  . " FROM inbox.inbox WHERE message_id LIKE 'ops-%'"),
+	'ops-1-credit released ops_alice -, ops-1-email processed ops_alice checked, '
+	  . 'ops-2-credit released ops_alice -, ops-2-email processed ops_alice checked too',
+	'each decision is recorded under the operator\'s login');
+as_owner('DELETE FROM inbox.inbox_consumers');
+
+# ---------------------------------------------------------------------------
 # pg_dump keeps the grants, not the policies (README: keep them in your
 # migrations).
 
@@ -486,7 +519,7 @@ foreach my $level (@levels)
 # one, where the roles exist already.
 
 my @order = qw(app login worker consumer-roles consumer-policies columns
-  maintenance monitoring);
+  maintenance operator monitoring);
 foreach my $name (@order)
 {
 	my ($ret, $out, $err) = $node->psql($db, $recipe{$name});

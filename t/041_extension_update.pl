@@ -9,7 +9,9 @@
 #    and a history of tokens, then ALTER EXTENSION inbox UPDATE;
 #  - its schema (pg_dump --schema-only) must equal a fresh install's;
 #  - the markers still answer (a duplicate is false), the live claim
-#    completes with its token, and the next token is above every old one.
+#    completes with its token, the next token is above every old one, a
+#    claim that failed before the update can be retried, and pruning an
+#    old marker raises the floor that refuses its late duplicate.
 #
 # And the release being made is frozen: while default_version names a
 # release kept in test/upgrade/, inbox.sql must be that file, byte for
@@ -122,6 +124,9 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 	$node->safe_psql($db, "CREATE EXTENSION inbox VERSION '$from'");
 	$node->safe_psql($db, q{SELECT inbox_claim('m-1', 'credit')});
 	my $old_token = $node->safe_psql($db, q{SELECT inbox_begin('t-1', 'mail', lease => '1 hour')});
+	my $failed_token = $node->safe_psql($db,
+		q{SELECT inbox_begin('f-1', 'sms') FROM inbox_configure('sms', max_attempts => 1)});
+	$node->safe_psql($db, "SELECT inbox_fail('f-1', 'sms', $failed_token, 'boom')");
 
 	# This library with that release's SQL, before the update: the
 	# functions whose signatures changed work as they were declared (no
@@ -157,6 +162,18 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		"$from: a result stored after the update");
 	is($node->safe_psql($db, q{SELECT outcome FROM inbox_begin_outcome('t-3', 'mail', fingerprint => 'other')}),
 		'mismatch', "$from: a fingerprint checked after the update");
+	$node->safe_psql($db, q{SELECT inbox_retry('f-1', 'sms')});
+	is($node->safe_psql($db, q{SELECT state || ' ' || attempts || ' ' || (resolved_by = session_user)
+			FROM inbox WHERE message_id = 'f-1'}), 'released 0 true',
+		"$from: a claim that failed before the update is retried after it");
+	is($node->safe_psql($db, "SELECT inbox_complete('f-1', 'sms', $failed_token)"), 'f',
+		"$from: ... and its late owner is refused");
+	is($node->safe_psql($db, q{
+			UPDATE inbox SET processed_at = '2020-01-01 00:00:00+00' WHERE message_id = 'm-1';
+			SELECT inbox_prune() > 0;
+			SELECT outcome FROM inbox_claim_outcome('m-1', 'credit', sent_at => '2019-12-31 00:00:00+00')}),
+		"t\nexpired",
+		"$from: a marker made before the update, pruned after it, leaves a floor");
 }
 
 # The roles granted EXECUTE on a function the update drops and creates
