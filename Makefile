@@ -56,6 +56,7 @@ OBJS = \
 	src/pass.o \
 	src/worker.o \
 	src/shmem.o \
+	src/counters.o \
 	src/trust.o
 
 # The install script is built from inbox.sql; every upgrade script
@@ -71,7 +72,7 @@ DATA = $(wildcard inbox--*--*.sql) \
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects dba partition bounds security fuzz claim claim_many claim_indexes claim_errors privileges search_path cache \
 	twophase twophase_indexes sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
-	tokens citus executor timezone
+	tokens citus executor timezone counters
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \

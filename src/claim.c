@@ -409,7 +409,8 @@ inbox_claim(PG_FUNCTION_ARGS)
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 
-	PG_RETURN_BOOL(claim_one(message_id, consumer));
+	PG_RETURN_BOOL(inbox_counted(claim_one(message_id, consumer), consumer,
+								 INBOX_COUNT_CLAIMED, INBOX_COUNT_DUPLICATE));
 }
 
 /*
@@ -429,7 +430,8 @@ inbox_claim_uuid(PG_FUNCTION_ARGS)
 																	 PG_GETARG_DATUM(0))));
 	consumer = inbox_arg_consumer(fcinfo, 1);
 
-	PG_RETURN_BOOL(claim_one(message_id, consumer));
+	PG_RETURN_BOOL(inbox_counted(claim_one(message_id, consumer), consumer,
+								 INBOX_COUNT_CLAIMED, INBOX_COUNT_DUPLICATE));
 }
 
 /*
@@ -718,5 +720,6 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (nids > 0)
 		claim_many(ids, nids, consumer, rsinfo);
+	inbox_count_claims(consumer, nids, tuplestore_tuple_count(rsinfo->setResult));
 	return (Datum) 0;
 }
