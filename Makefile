@@ -6,6 +6,10 @@
 #   make examples    the client examples alone (examples/README.md)
 #   make test-all    the same on every supported major (15 to 18), the
 #                    others built from source once (scripts/build-pg)
+#   make test-prometheus  prometheus-postgres-exporter with
+#                    contrib/prometheus/inbox-queries.yaml against a
+#                    throwaway server after a known workload
+#                    (test/prometheus/run)
 #   make test-citus  a Citus cluster on loopback (a coordinator and two
 #                    workers, Citus built once by scripts/build-citus) and
 #                    the checks of a distributed inbox (test/citus/run)
@@ -117,6 +121,10 @@ test-all:
 
 test-citus:
 	@test/citus/run
+
+.PHONY: test-prometheus
+test-prometheus:
+	@test/prometheus/run
 
 # Not part of make test: benchmarks take minutes and assert nothing.
 bench:
