@@ -80,6 +80,11 @@ PG_FUNCTION_INFO_V1(inbox_counters_reset);
  */
 #define COUNTERS_DATABASE_ROWS	INBOX_MAX_DATABASES
 
+/* inbox.h's INBOX_COUNT_BEGIN maps each begin outcome to its counter. */
+StaticAssertDecl(INBOX_COUNT_BEGIN(INBOX_OUTCOME_BUSY) == INBOX_COUNT_BEGIN_BUSY &&
+				 INBOX_COUNT_BEGIN(INBOX_OUTCOME_TAKEN_OVER) == INBOX_COUNT_BEGIN_TAKEN_OVER,
+				 "begin counters follow InboxTwophaseOutcome");
+
 /* An entry's key: consumer "" is the database's own row. */
 typedef struct CountersKey
 {
