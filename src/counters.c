@@ -20,8 +20,9 @@
  * inbox.max_consumers_counted.  Entries are never removed while the server
  * runs (a reset zeroes them), so each backend keeps the address of an
  * entry, found once, in a local hash by consumer name (and the last one
- * used in front of it): after its first claim of a consumer, a backend
- * counts with a local lookup and an atomic add, without a lock.
+ * used in front of it; at most COUNTERS_CACHE_MAX names): after its first
+ * claim of a consumer, a backend counts with a local lookup and an atomic
+ * add, without a lock.
  *
  * Kept across a clean restart, as PostgreSQL keeps its statistics: the
  * postmaster writes the entries to pg_stat/inbox_counters.stat as it
@@ -84,6 +85,13 @@ PG_FUNCTION_INFO_V1(inbox_counters_reset);
 StaticAssertDecl(INBOX_COUNT_BEGIN(INBOX_OUTCOME_BUSY) == INBOX_COUNT_BEGIN_BUSY &&
 				 INBOX_COUNT_BEGIN(INBOX_OUTCOME_TAKEN_OVER) == INBOX_COUNT_BEGIN_TAKEN_OVER,
 				 "begin counters follow InboxTwophaseOutcome");
+
+/*
+ * Most consumer names a backend's cache keeps: a backend that serves more
+ * (a sweeper of many consumers) starts its cache over, rather than keep a
+ * name for every consumer it ever counted.
+ */
+#define COUNTERS_CACHE_MAX		1024
 
 /* An entry's key: consumer "" is the database's own row. */
 typedef struct CountersKey
@@ -291,6 +299,12 @@ counters_entry(text *consumer)
 	memcpy(name, data, length);
 	name[length] = '\0';
 
+	if (local_cache != NULL &&
+		hash_get_num_entries(local_cache) >= COUNTERS_CACHE_MAX)
+	{
+		hash_destroy(local_cache);
+		local_cache = NULL;
+	}
 	if (local_cache == NULL)
 	{
 		HASHCTL		info;
