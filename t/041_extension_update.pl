@@ -9,7 +9,8 @@
 #    and a history of tokens, then ALTER EXTENSION inbox UPDATE;
 #  - its schema (pg_dump --schema-only) must equal a fresh install's;
 #  - the markers still answer (a duplicate is false), the live claim
-#    completes with its token, and the next token is above every old one.
+#    completes with its token, and the next token is above every old one;
+#  - inbox_counters (1.1.0) shows what was counted before and after.
 #
 # And the release being made is frozen: while default_version names a
 # release kept in test/upgrade/, inbox.sql must be that file, byte for
@@ -134,6 +135,11 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		"$from: the claim begun before the update completes with its token");
 	ok($node->safe_psql($db, q{SELECT inbox_begin('t-2', 'mail')}) > $old_token,
 		"$from: a token drawn after the update is above every token before it");
+	# The library counted the claims made under the old SQL too, and the
+	# updated SQL reads them.
+	is($node->safe_psql($db, q{SELECT claims || '|' || duplicates
+		FROM inbox_counters WHERE database = current_database() AND consumer = 'credit'}),
+		'1|1', "$from: the counters of claims made before and after the update");
 }
 
 $node->stop;
