@@ -6,6 +6,10 @@
 #   make examples    the client examples alone (examples/README.md)
 #   make test-all    the same on every supported major (15 to 18), the
 #                    others built from source once (scripts/build-pg)
+#   make test-prometheus  prometheus-postgres-exporter with
+#                    contrib/prometheus/inbox-queries.yaml against a
+#                    throwaway server after a known workload
+#                    (test/prometheus/run)
 #   make test-citus  a Citus cluster on loopback (a coordinator and two
 #                    workers, Citus built once by scripts/build-citus) and
 #                    the checks of a distributed inbox (test/citus/run)
@@ -58,6 +62,7 @@ OBJS = \
 	src/pass.o \
 	src/worker.o \
 	src/shmem.o \
+	src/counters.o \
 	src/trust.o \
 	src/operate.o
 
@@ -74,7 +79,7 @@ DATA = $(wildcard inbox--*--*.sql) \
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects dba partition bounds security fuzz claim claim_many claim_indexes claim_errors privileges search_path cache \
 	twophase twophase_indexes sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
-	tokens citus executor timezone result result_rls operate floor
+	tokens citus executor timezone result result_rls operate floor counters
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
@@ -120,6 +125,10 @@ test-all:
 
 test-citus:
 	@test/citus/run
+
+.PHONY: test-prometheus
+test-prometheus:
+	@test/prometheus/run
 
 # Not part of make test: benchmarks take minutes and assert nothing.
 bench:

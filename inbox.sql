@@ -431,6 +431,8 @@ LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION inbox_result(text, text) IS
 'the stored result of message_id for consumer: NULL when there is no marker, or no result';
+
+--
 -- Failed claims: an operator retries them or discards them with a reason
 -- (src/operate.c).  For an operator role, not for consumers: nothing is
 -- granted; docs/operations.md has the grants.
@@ -498,6 +500,56 @@ COMMENT ON TABLE inbox_floors IS
 'per consumer, the latest processed_at of the markers pruning deleted: a message sent at or before it that has no marker is expired';
 
 REVOKE ALL ON TABLE inbox_floors FROM PUBLIC;
+
+--
+-- Counters (src/counters.c): what the functions answered, per database and
+-- consumer, from shared memory, so reading them scans nothing (inbox_stats
+-- reads the whole table).  They need the library preloaded.  The row with
+-- a NULL consumer is the database's own: what maintenance passes did, and
+-- the consumers beyond inbox.max_consumers_counted.
+--
+
+CREATE FUNCTION inbox_counters()
+RETURNS TABLE (database name, consumer text,
+			   claims bigint, duplicates bigint,
+			   begins_claimed bigint, begins_taken_over bigint,
+			   begins_processed bigint, begins_failed bigint,
+			   begins_busy bigint, next_taken bigint,
+			   completions bigint, completions_refused bigint,
+			   extends bigint, extends_refused bigint,
+			   fails_released bigint, fails_failed bigint,
+			   fails_refused bigint, retries bigint, discards bigint,
+			   mismatches bigint, expired bigint,
+			   pruned bigint, reclaimed bigint,
+			   stats_reset timestamptz)
+AS 'MODULE_PATHNAME', 'inbox_counters'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION inbox_counters() IS
+'what the functions answered since the counters were last reset, per database and consumer (from shared memory)';
+
+CREATE VIEW inbox_counters WITH (security_invoker = true) AS
+SELECT * FROM @extschema@.inbox_counters();
+
+COMMENT ON VIEW inbox_counters IS
+'what the functions answered, per database and consumer: inbox_counters() (reads no table)';
+
+CREATE FUNCTION inbox_counters_reset(consumer text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_counters_reset'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_counters_reset(text) IS
+'zeroes the current database''s counters, or those of one consumer';
+
+-- Read like pg_stat_statements: pg_monitor sees every database's rows,
+-- other grantees their own database's.  Reset like pg_stat_reset():
+-- superusers, and whom they grant it.
+REVOKE ALL ON FUNCTION inbox_counters() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_counters_reset(text) FROM PUBLIC;
+REVOKE ALL ON TABLE inbox_counters FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION inbox_counters() TO pg_monitor;
+GRANT SELECT ON inbox_counters TO pg_monitor;
 
 --
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an

@@ -111,6 +111,12 @@ static const char *const claim_outcome_names[] = {
 	"claimed", "processed", "mismatch", "expired"
 };
 
+/* What inbox_counters() counts for each (counters.c). */
+static const InboxCounter claim_outcome_counters[] = {
+	INBOX_COUNT_CLAIMED, INBOX_COUNT_DUPLICATE, INBOX_COUNT_MISMATCHED,
+	INBOX_COUNT_EXPIRED
+};
+
 typedef struct ClaimAnswer
 {
 	text	   *fingerprint;	/* the request's, or NULL: not checked */
@@ -614,7 +620,8 @@ inbox_claim(PG_FUNCTION_ARGS)
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 
-	PG_RETURN_BOOL(claim_one(message_id, consumer, NULL));
+	PG_RETURN_BOOL(inbox_counted(claim_one(message_id, consumer, NULL), consumer,
+								 INBOX_COUNT_CLAIMED, INBOX_COUNT_DUPLICATE));
 }
 
 /*
@@ -634,7 +641,8 @@ inbox_claim_uuid(PG_FUNCTION_ARGS)
 																	 PG_GETARG_DATUM(0))));
 	consumer = inbox_arg_consumer(fcinfo, 1);
 
-	PG_RETURN_BOOL(claim_one(message_id, consumer, NULL));
+	PG_RETURN_BOOL(inbox_counted(claim_one(message_id, consumer, NULL), consumer,
+								 INBOX_COUNT_CLAIMED, INBOX_COUNT_DUPLICATE));
 }
 
 /*
@@ -673,6 +681,7 @@ inbox_claim_outcome(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	claim_one(message_id, consumer, &answer);
+	inbox_count(claim_outcome_counters[answer.outcome], consumer, 1);
 
 	columns[0] = CStringGetTextDatum(claim_outcome_names[answer.outcome]);
 	if (answer.result != (Datum) 0)
@@ -970,5 +979,6 @@ inbox_claim_many(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (nids > 0)
 		claim_many(ids, nids, consumer, rsinfo);
+	inbox_count_claims(consumer, nids, tuplestore_tuple_count(rsinfo->setResult));
 	return (Datum) 0;
 }

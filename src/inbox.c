@@ -5,9 +5,9 @@
  *
  * The library works both when loaded on demand by CREATE EXTENSION and when
  * listed in shared_preload_libraries.  _PG_init only hands off to the files
- * that own each piece (settings.c, objects.c, shmem.c, worker.c), and it
- * never raises an error: a failure here would stop the whole server from
- * starting.
+ * that own each piece (settings.c, objects.c, shmem.c, counters.c,
+ * worker.c), and it never raises an error: a failure here would stop the
+ * whole server from starting.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +40,7 @@ _PG_init(void)
 	{
 		inbox_tokens_note_start();
 		inbox_shmem_init();
+		inbox_counters_init();
 		inbox_worker_register();
 	}
 

@@ -36,12 +36,15 @@
  *	worker.c	the background worker: a launcher and one worker per
  *				database, whose passes are a transaction per batch
  *	shmem.c		the worker's last-pass figures in shared memory
+ *	counters.c	what the functions answered, counted per consumer in
+ *				shared memory: inbox_counters()
  *	trust.c		what a maintenance pass runs, and with which settings
  *
  * Calls between the files form no cycle.  In layers, each file calling
  * only files of the layers above it:
  *
- *	0	settings, validate, objects, tokens, shmem, probe, trust, floor
+ *	0	settings, validate, objects, tokens, shmem, counters, probe, trust,
+ *		floor
  *	1	prune, reclaim, configure, guard, citus, result, operate
  *	2	claim, twophase_citus, pass, worker
  *	3	twophase, inbox
@@ -354,6 +357,7 @@ extern int	inbox_lock_timeout;
 extern int	inbox_batch_delay;
 extern int	inbox_database_time;
 extern char *inbox_databases;
+extern int	inbox_max_consumers_counted;
 extern Interval *inbox_default_lease(void);
 
 /* probe.c */
@@ -421,7 +425,8 @@ extern bool inbox_citus_complete(const InboxObjects *objects,
 								 text *message_id, text *consumer,
 								 int64 token);
 extern bool inbox_citus_fail(const InboxObjects *objects, text *message_id,
-							 text *consumer, int64 token, text *error);
+							 text *consumer, int64 token, text *error,
+							 bool *for_good);
 extern void inbox_citus_next(const InboxObjects *objects, text *consumer,
 							 Interval *lease, int32 max,
 							 ReturnSetInfo *rsinfo);
@@ -463,6 +468,45 @@ extern InboxBatchResult inbox_reclaim_batch(const InboxObjects *objects,
 											TimestampTz now, int batch_size,
 											InboxPassPosition *position);
 
+/*
+ * What inbox_counters() counts per consumer (counters.c): the answers the
+ * functions gave, committed or not.  The view's columns follow this order;
+ * a new counter goes at the end (before INBOX_COUNTERS), and the saved
+ * counters of an older release are then discarded at its first start.
+ */
+typedef enum InboxCounter
+{
+	INBOX_COUNT_CLAIMED,		/* inbox_claim(_many): a new marker */
+	INBOX_COUNT_DUPLICATE,		/* ... a marker existed */
+	INBOX_COUNT_BEGIN_CLAIMED,	/* begins by outcome, in */
+	INBOX_COUNT_BEGIN_TAKEN_OVER,	/* InboxTwophaseOutcome order */
+	INBOX_COUNT_BEGIN_PROCESSED,
+	INBOX_COUNT_BEGIN_FAILED,
+	INBOX_COUNT_BEGIN_BUSY,
+	INBOX_COUNT_NEXT_TAKEN,		/* claims inbox_next took over */
+	INBOX_COUNT_COMPLETED,
+	INBOX_COUNT_COMPLETE_REFUSED,	/* a token no longer current */
+	INBOX_COUNT_EXTENDED,
+	INBOX_COUNT_EXTEND_REFUSED,
+	INBOX_COUNT_FAIL_RELEASED,	/* inbox_fail: released for a retry */
+	INBOX_COUNT_FAIL_FAILED,	/* ... failed for good */
+	INBOX_COUNT_FAIL_REFUSED,
+	INBOX_COUNT_RETRIED,		/* inbox_retry(_failed) */
+	INBOX_COUNT_DISCARDED,		/* inbox_discard(_failed) */
+	INBOX_COUNT_MISMATCHED,		/* claims and begins: another fingerprint */
+	INBOX_COUNT_EXPIRED,		/* ... sent before the consumer's floor */
+	INBOX_COUNT_PRUNED,			/* the database's row (consumer NULL) */
+	INBOX_COUNT_RECLAIMED,
+	INBOX_COUNTERS				/* how many */
+} InboxCounter;
+
+/* A begin's counter: the first five outcomes in order, then the two a
+ * one-phase claim can give too. */
+#define INBOX_COUNT_BEGIN(outcome) \
+	((outcome) == INBOX_OUTCOME_MISMATCH ? INBOX_COUNT_MISMATCHED : \
+	 (outcome) == INBOX_OUTCOME_EXPIRED ? INBOX_COUNT_EXPIRED : \
+	 (InboxCounter) (INBOX_COUNT_BEGIN_CLAIMED + (outcome)))
+
 /* worker.c */
 extern void inbox_worker_register(void);
 extern PGDLLEXPORT void inbox_launcher_main(Datum main_arg);
@@ -475,6 +519,14 @@ extern void inbox_shmem_report(Oid dboid, TimestampTz start, int64 pruned,
 							   bool left_more);
 extern int64 inbox_shmem_start_failed(Oid dboid);
 extern bool inbox_shmem_left_more(Oid dboid);
+
+/* counters.c */
+extern void inbox_counters_init(void);
+extern void inbox_count(InboxCounter counter, text *consumer, int64 n);
+extern bool inbox_counted(bool answer, text *consumer, InboxCounter if_true,
+						  InboxCounter if_false);
+extern void inbox_count_claims(text *consumer, int64 ids, int64 claimed);
+extern void inbox_count_fail(text *consumer, bool failed, bool for_good);
 
 /* trust.c */
 extern void inbox_pin_pass_settings(GucSource source, GucAction action);

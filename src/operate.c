@@ -243,6 +243,8 @@ operate_one(text *message_id, text *consumer, text *reason,
 
 	/* As every draw: durable before anyone may see it (tokens.c). */
 	inbox_tokens_drawn(objects.token_sequence_oid, token);
+	inbox_count(reason == NULL ? INBOX_COUNT_RETRIED : INBOX_COUNT_DISCARDED,
+				consumer, 1);
 }
 
 /*
@@ -304,6 +306,8 @@ operate_many(FunctionCallInfo fcinfo, text *consumer, text *reason,
 	inbox_spi_run(plan, values, nulls, false, 0, SPI_OK_SELECT, caller);
 	if (SPI_processed > 0)
 		inbox_tokens_drawn(objects.token_sequence_oid, 0);
+	inbox_count(reason == NULL ? INBOX_COUNT_RETRIED : INBOX_COUNT_DISCARDED,
+				consumer, (int64) SPI_processed);
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{

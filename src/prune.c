@@ -411,6 +411,7 @@ prune_by_statement(const InboxObjects *objects, TimestampTz now,
 									   SPI_tuptable->tupdesc, 4, &isnull)))
 			result.changed++;
 	}
+	inbox_count(INBOX_COUNT_PRUNED, NULL, result.changed);
 	return result;
 }
 

@@ -96,5 +96,6 @@ inbox_reclaim_batch(const InboxObjects *objects, TimestampTz now,
 	inbox_spi_run(plan, values, NULL, false, 0,
 				  SPI_OK_UPDATE, "inbox reclaim");
 	result.examined = result.changed = (int64) SPI_processed;
+	inbox_count(INBOX_COUNT_RECLAIMED, NULL, result.changed);
 	return result;
 }

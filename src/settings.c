@@ -14,6 +14,7 @@
 
 #include <limits.h>
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
@@ -42,6 +43,9 @@ int			inbox_lock_timeout = 1000;	/* milliseconds */
 int			inbox_batch_delay = DEFAULT_BATCH_DELAY;
 int			inbox_database_time = 10 * 1000;	/* milliseconds */
 char	   *inbox_databases = NULL;
+
+/* Consumers whose counters shared memory has room for (counters.c). */
+int			inbox_max_consumers_counted = 1000;
 
 /*
  * inbox_default_lease
@@ -140,6 +144,16 @@ inbox_settings_define(void)
 							   "",
 							   PGC_SIGHUP, GUC_LIST_INPUT,
 							   NULL, NULL, NULL);
+
+	/* Sizes shared memory, which exists only when preloaded. */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("inbox.max_consumers_counted",
+								"Consumers per server whose counters inbox_counters() keeps apart.",
+								"Consumers beyond it are counted in their database's row.",
+								&inbox_max_consumers_counted,
+								1000, 1, 1000000,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("inbox");
 }

@@ -568,6 +568,7 @@ inbox_begin(PG_FUNCTION_ARGS)
 	InboxTwophaseBegin result;
 
 	twophase_begin(fcinfo, "inbox_begin()", &result);
+	inbox_count(INBOX_COUNT_BEGIN(result.outcome), PG_GETARG_TEXT_PP(1), 1);
 	if (result.outcome != INBOX_OUTCOME_CLAIMED &&
 		result.outcome != INBOX_OUTCOME_TAKEN_OVER)
 		PG_RETURN_NULL();
@@ -621,6 +622,7 @@ inbox_begin_outcome(PG_FUNCTION_ARGS)
 		elog(ERROR, "inbox_begin_outcome must return a composite type");
 
 	twophase_begin(fcinfo, "inbox_begin_outcome()", &result);
+	inbox_count(INBOX_COUNT_BEGIN(result.outcome), PG_GETARG_TEXT_PP(1), 1);
 	columns[0] = CStringGetTextDatum(outcome_names[result.outcome]);
 	if (result.outcome == INBOX_OUTCOME_CLAIMED ||
 		result.outcome == INBOX_OUTCOME_TAKEN_OVER)
@@ -667,8 +669,10 @@ inbox_extend(PG_FUNCTION_ARGS)
 
 	table_close(twophase_open("inbox_extend()", &objects), NoLock);
 	if (objects.table_in_citus)
-		PG_RETURN_BOOL(inbox_citus_extend(&objects, message_id, consumer,
-										  token, lease));
+		PG_RETURN_BOOL(inbox_counted(inbox_citus_extend(&objects, message_id,
+														consumer, token, lease),
+									 consumer, INBOX_COUNT_EXTENDED,
+									 INBOX_COUNT_EXTEND_REFUSED));
 	SPI_connect();
 	plan = inbox_plan(&extend_plan, &objects,
 					  "UPDATE ONLY %1$s.inbox"
@@ -688,7 +692,8 @@ inbox_extend(PG_FUNCTION_ARGS)
 	extended = twophase_changed_claim(plan, values, nulls);
 	SPI_finish();
 
-	PG_RETURN_BOOL(extended);
+	PG_RETURN_BOOL(inbox_counted(extended, consumer, INBOX_COUNT_EXTENDED,
+								 INBOX_COUNT_EXTEND_REFUSED));
 }
 
 /*
@@ -719,8 +724,10 @@ inbox_complete(PG_FUNCTION_ARGS)
 	if (result != (Datum) 0)
 		inbox_results_refused_on_citus(&objects, "a result");
 	if (objects.table_in_citus)
-		PG_RETURN_BOOL(inbox_citus_complete(&objects, message_id, consumer,
-											token));
+		PG_RETURN_BOOL(inbox_counted(inbox_citus_complete(&objects, message_id,
+														  consumer, token),
+									 consumer, INBOX_COUNT_COMPLETED,
+									 INBOX_COUNT_COMPLETE_REFUSED));
 
 	SPI_connect();
 	if (result == (Datum) 0)
@@ -762,7 +769,8 @@ inbox_complete(PG_FUNCTION_ARGS)
 	}
 	SPI_finish();
 
-	PG_RETURN_BOOL(completed);
+	PG_RETURN_BOOL(inbox_counted(completed, consumer, INBOX_COUNT_COMPLETED,
+								 INBOX_COUNT_COMPLETE_REFUSED));
 }
 
 /*
@@ -786,11 +794,16 @@ inbox_fail(PG_FUNCTION_ARGS)
 	SPIPlanPtr	plan;
 	Datum		values[6];
 	bool		failed;
+	bool		for_good = false;
 
 	table_close(twophase_open("inbox_fail()", &objects), NoLock);
 	if (objects.table_in_citus)
-		PG_RETURN_BOOL(inbox_citus_fail(&objects, message_id, consumer,
-										token, error));
+	{
+		failed = inbox_citus_fail(&objects, message_id, consumer, token,
+								  error, &for_good);
+		inbox_count_fail(consumer, failed, for_good);
+		PG_RETURN_BOOL(failed);
+	}
 	SPI_connect();
 	plan = inbox_plan(&fail_plan, &objects,
 					  "UPDATE ONLY %1$s.inbox"
@@ -800,7 +813,8 @@ inbox_fail(PG_FUNCTION_ARGS)
 					  " processed_at = CASE WHEN attempts" INBOX_GE
 					  CONSUMER_MAX_ATTEMPTS("$2", "$5") " THEN $6 END,"
 					  " last_error = $4, lease_until = NULL"
-					  CLAIM_WITH_TOKEN STATE_IS("claimed"),
+					  CLAIM_WITH_TOKEN STATE_IS("claimed")
+					  " RETURNING state::pg_catalog.text" INBOX_EQ "'failed'",
 					  6, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
@@ -810,9 +824,21 @@ inbox_fail(PG_FUNCTION_ARGS)
 	values[4] = Int32GetDatum(inbox_max_attempts);
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 
-	failed = twophase_changed_claim(plan, values, NULL);
+	/* Which way it went, for the counters. */
+	inbox_spi_run(plan, values, NULL, false, 0,
+				  SPI_OK_UPDATE_RETURNING, "inbox claim update");
+	failed = SPI_processed == 1;
+	if (failed)
+	{
+		bool		isnull;
+
+		for_good = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1,
+											  &isnull));
+	}
 	SPI_finish();
 
+	inbox_count_fail(consumer, failed, for_good);
 	PG_RETURN_BOOL(failed);
 }
 
@@ -853,6 +879,8 @@ inbox_next(PG_FUNCTION_ARGS)
 	if (objects.table_in_citus)
 	{
 		inbox_citus_next(&objects, consumer, lease, max, rsinfo);
+		inbox_count(INBOX_COUNT_NEXT_TAKEN, consumer,
+					tuplestore_tuple_count(rsinfo->setResult));
 		return (Datum) 0;
 	}
 	SPI_connect();
@@ -893,6 +921,7 @@ inbox_next(PG_FUNCTION_ARGS)
 				  SPI_OK_SELECT, "inbox_next");
 	if (SPI_processed > 0)
 		inbox_tokens_drawn(objects.token_sequence_oid, 0);
+	inbox_count(INBOX_COUNT_NEXT_TAKEN, consumer, SPI_processed);
 
 	for (uint64 row = 0; row < SPI_processed; row++)
 	{

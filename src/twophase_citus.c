@@ -523,7 +523,7 @@ inbox_citus_complete(const InboxObjects *objects, text *message_id,
  */
 bool
 inbox_citus_fail(const InboxObjects *objects, text *message_id,
-				 text *consumer, int64 token, text *error)
+				 text *consumer, int64 token, text *error, bool *for_good)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TEXTOID, INT4OID,
 	TIMESTAMPTZOID};
@@ -541,7 +541,8 @@ inbox_citus_fail(const InboxObjects *objects, text *message_id,
 					  "  ELSE 'released'::%1$s.inbox_state END,"
 					  " processed_at = CASE WHEN attempts" INBOX_GE "$5 THEN $6 END,"
 					  " last_error = $4, lease_until = NULL"
-					  CLAIM_WITH_TOKEN IS_CLAIMED,
+					  CLAIM_WITH_TOKEN IS_CLAIMED
+					  " RETURNING state::pg_catalog.text" INBOX_EQ "'failed'",
 					  6, argtypes);
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
@@ -550,8 +551,16 @@ inbox_citus_fail(const InboxObjects *objects, text *message_id,
 	values[4] = Int32GetDatum(settings.max_attempts);
 	values[5] = TimestampTzGetDatum(GetCurrentTimestamp());
 	inbox_spi_run(plan, values, NULL, false, 0,
-				  SPI_OK_UPDATE, "inbox_fail");
+				  SPI_OK_UPDATE_RETURNING, "inbox_fail");
 	failed = SPI_processed == 1;
+	if (failed)
+	{
+		bool		isnull;
+
+		*for_good = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1,
+											   &isnull));
+	}
 	SPI_finish();
 	return failed;
 }

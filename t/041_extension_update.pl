@@ -11,7 +11,8 @@
 #  - the markers still answer (a duplicate is false), the live claim
 #    completes with its token, the next token is above every old one, a
 #    claim that failed before the update can be retried, and pruning an
-#    old marker raises the floor that refuses its late duplicate.
+#    old marker raises the floor that refuses its late duplicate;
+#  - inbox_counters (1.1.0) shows what was counted before and after.
 #
 # And the release being made is frozen: while default_version names a
 # release kept in test/upgrade/, inbox.sql must be that file, byte for
@@ -150,6 +151,11 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		"$from: the claim begun before the update completes with its token");
 	ok($node->safe_psql($db, q{SELECT inbox_begin('t-2', 'mail')}) > $old_token,
 		"$from: a token drawn after the update is above every token before it");
+	# The library counted the claims made under the old SQL too, and the
+	# updated SQL reads them.
+	is($node->safe_psql($db, q{SELECT claims || '|' || duplicates
+		FROM inbox_counters WHERE database = current_database() AND consumer = 'credit'}),
+		'1|1', "$from: the counters of claims made before and after the update");
 	# Idempotency keys on markers made before the update: no result, no
 	# fingerprint, so not checked; the new ones store and return theirs.
 	is($node->safe_psql($db, q{SELECT * FROM inbox_claim_outcome('m-1', 'credit', 'fp')}), 'processed|',
