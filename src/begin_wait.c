@@ -1,0 +1,372 @@
+/*-------------------------------------------------------------------------
+ *
+ * begin_wait.c
+ *	  inbox_begin_wait: a two-phase begin that waits, up to a bound, for a
+ *	  live claim to finish.
+ *
+ * A begin that finds a live claim answers busy; a caller that would rather
+ * wait for the holder (an HTTP server answering a retried request while
+ * the first is in flight) calls this procedure, which begins, and while
+ * the answer is busy and the bound is not reached, sleeps and looks again.
+ * It returns the first answer that is not busy (processed, with the
+ * stored result; failed; taken over after the lease ran out; claimed, if
+ * the marker went away), or busy when the bound is reached.
+ *
+ * Why a procedure: a function called by a SELECT holds its statement's
+ * snapshot for the whole call, so its backend's xmin would hold back
+ * VACUUM's horizon in every table of the cluster for as long as it waits.
+ * A procedure called non-atomically (CALL outside a transaction block)
+ * commits between its looks: after SPI_commit it holds no snapshot, no
+ * buffer pin and no lock while it sleeps.  Called in a transaction block
+ * or from a function it could not commit, so it refuses (25001), as
+ * VACUUM does.  The CALL is one statement, so it works through PgBouncer
+ * in transaction mode.
+ *
+ * Each look is a short transaction of its own.  The first runs the begin
+ * (inbox_begin_outcome, found by its exact signature in the extension's
+ * schema and called through fmgr, so a function someone else created
+ * cannot stand in for it; the caller needs EXECUTE on it, as for a direct
+ * call).  While that answer is busy, each later look only reads the
+ * marker, with no lock and no transaction ID: as long as it is a claim
+ * whose lease runs past now, the begin would answer busy again.  When it
+ * is anything else, the begin runs again, in that look's transaction, and
+ * decides.  The last transaction, which holds the answer (and the claim,
+ * when it took one), commits when the CALL ends.
+ *
+ * Waking is by polling: the sleeps start at WAIT_POLL_FIRST_MS and double
+ * up to WAIT_POLL_MAX_MS, and never run past the holder's lease or the
+ * bound.  So the waiter learns of a completion at most WAIT_POLL_MAX_MS
+ * after it commits, and of an expired lease at once.  A condition
+ * variable broadcast by inbox_complete and inbox_fail at commit would wake
+ * it at once, at the price of shared memory (the library preloaded), a
+ * transaction callback in every completion, and a wake-up of every waiter
+ * for every completion; a look costs one index read.
+ *
+ * The sleep is a latch wait: a cancel, statement_timeout (which the
+ * internal commits leave armed: it covers the whole CALL) and
+ * postmaster death interrupt it.  A cancel aborts only the look in
+ * progress; the looks before it committed nothing but reads (a busy begin
+ * writes nothing), so the marker is as the holder left it.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "parser/parse_func.h"
+#include "storage/latch.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "inbox.h"
+
+PG_FUNCTION_INFO_V1(inbox_begin_wait);
+
+/* The longest wait a caller may ask for. */
+#define WAIT_MAX_SECONDS		(60 * 60)
+#define WAIT_MAX_TEXT			"1 hour"
+
+/* The sleeps between looks (see the banner). */
+#define WAIT_POLL_FIRST_MS		10
+#define WAIT_POLL_MAX_MS		100
+
+/* The procedure's arguments, in inbox.sql's order. */
+#define ARG_MESSAGE_ID	0
+#define ARG_CONSUMER	1
+#define ARG_WAIT		2
+#define ARG_LEASE		3
+#define ARG_PAYLOAD		4
+
+/* The begin it runs: inbox_begin_outcome's name, arguments and columns. */
+#define BEGIN_NAME		"inbox_begin_outcome"
+#define BEGIN_NARGS		4
+#define BEGIN_NCOLUMNS	3
+
+/* The procedure's output columns (its INOUT arguments). */
+#define WAIT_NCOLUMNS	4
+
+/* One answer of the begin, kept in memory that outlives the looks. */
+typedef struct WaitAnswer
+{
+	Datum		columns[WAIT_NCOLUMNS];	/* outcome, token, retry_after,
+										 * result */
+	bool		isnull[WAIT_NCOLUMNS];
+	bool		busy;
+} WaitAnswer;
+
+static InboxPlan holder_plan;
+
+static void wait_begin(Datum *args, bool *argnulls, MemoryContext keep,
+					   WaitAnswer *answer);
+static bool wait_holder_live(text *message_id, text *consumer,
+							 TimestampTz now, TimestampTz *lease_until);
+static Interval *wait_arg_bound(FunctionCallInfo fcinfo);
+
+/*
+ * wait_arg_bound
+ *		Fetch and check the wait argument: zero (do not wait) up to
+ *		WAIT_MAX_SECONDS, never NULL.
+ */
+static Interval *
+wait_arg_bound(FunctionCallInfo fcinfo)
+{
+	Interval   *wait;
+
+	inbox_arg_not_null(fcinfo, ARG_WAIT, "wait");
+	wait = PG_GETARG_INTERVAL_P(ARG_WAIT);
+	if (wait->month == 0 && wait->day == 0 && wait->time == 0)
+		return wait;			/* a begin that does not wait */
+	if (wait->month <= 0 && wait->day <= 0 && wait->time <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait must not be negative"),
+				 errdetail("It is \"%s\".",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(wait))))));
+	inbox_check_interval(wait, "wait", WAIT_MAX_SECONDS, WAIT_MAX_TEXT);
+	return wait;
+}
+
+/*
+ * wait_begin
+ *		Run inbox_begin_outcome with the procedure's begin arguments, in
+ *		the current transaction; its answer, copied into keep.
+ *
+ * The function is the one in the extension's schema with exactly these
+ * argument types: a member of the extension, which only its owner can
+ * replace.
+ */
+static void
+wait_begin(Datum *args, bool *argnulls, MemoryContext keep,
+		   WaitAnswer *answer)
+{
+	static Oid	argtypes[BEGIN_NARGS] = {TEXTOID, TEXTOID, INTERVALOID, JSONBOID};
+	InboxObjects objects;
+	Oid			begin_oid;
+	AclResult	aclresult;
+	FmgrInfo	flinfo;
+	TupleDesc	desc;
+	HeapTupleData row;
+	HeapTupleHeader header;
+	Datum		columns[BEGIN_NCOLUMNS];
+	bool		isnull[BEGIN_NCOLUMNS];
+	Datum		result;
+	MemoryContext oldcontext;
+	int			i;
+
+	LOCAL_FCINFO(fcinfo, BEGIN_NARGS);
+
+	table_close(inbox_open_table(AccessShareLock, &objects), NoLock);
+	begin_oid = LookupFuncName(list_make2(makeString(NameStr(objects.schema_name)),
+										  makeString(BEGIN_NAME)),
+							   BEGIN_NARGS, argtypes, false);
+	aclresult = inbox_proc_aclcheck(begin_oid, GetUserId());
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_FUNCTION, BEGIN_NAME);
+
+	fmgr_info(begin_oid, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, BEGIN_NARGS, InvalidOid,
+							 NULL, NULL);
+	for (i = 0; i < BEGIN_NARGS; i++)
+	{
+		fcinfo->args[i].value = args[i];
+		fcinfo->args[i].isnull = argnulls[i];
+	}
+	result = FunctionCallInvoke(fcinfo);
+	if (fcinfo->isnull)
+		elog(ERROR, "%s returned NULL", BEGIN_NAME);
+
+	if (get_func_result_type(begin_oid, NULL, &desc) != TYPEFUNC_COMPOSITE ||
+		desc->natts != BEGIN_NCOLUMNS)
+		elog(ERROR, "%s does not return %d columns", BEGIN_NAME,
+			 BEGIN_NCOLUMNS);
+	header = DatumGetHeapTupleHeader(result);
+	row.t_len = HeapTupleHeaderGetDatumLength(header);
+	ItemPointerSetInvalid(&row.t_self);
+	row.t_tableOid = InvalidOid;
+	row.t_data = header;
+	heap_deform_tuple(&row, desc, columns, isnull);
+
+	oldcontext = MemoryContextSwitchTo(keep);
+	memset(answer, 0, sizeof(*answer));
+	for (i = 0; i < WAIT_NCOLUMNS; i++)
+	{
+		Form_pg_attribute att;
+
+		answer->isnull[i] = i >= BEGIN_NCOLUMNS || isnull[i];
+		if (answer->isnull[i])
+			continue;
+		att = TupleDescAttr(desc, i);
+		answer->columns[i] = datumCopy(columns[i], att->attbyval, att->attlen);
+	}
+	MemoryContextSwitchTo(oldcontext);
+	answer->busy = !answer->isnull[0] &&
+		strcmp(TextDatumGetCString(answer->columns[0]), "busy") == 0;
+}
+
+/*
+ * wait_holder_live
+ *		Is the marker of (message_id, consumer) still a claim whose lease
+ *		runs past now?  If so, *lease_until is its end.
+ *
+ * A read with no lock, in the current transaction: true means the begin
+ * would answer busy again; false, that it must run and decide.  On a
+ * table Citus manages the local table is an empty shell, so the begin
+ * always decides there.
+ */
+static bool
+wait_holder_live(text *message_id, text *consumer, TimestampTz now,
+				 TimestampTz *lease_until)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID};
+	InboxObjects objects;
+	SPIPlanPtr	plan;
+	Datum		values[2];
+	bool		live = false;
+
+	table_close(inbox_open_table(AccessShareLock, &objects), NoLock);
+	if (objects.table_in_citus)
+		return false;
+
+	plan = inbox_plan(&holder_plan, &objects,
+					  "SELECT lease_until FROM ONLY %1$s.inbox"
+					  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
+					  " AND state::pg_catalog.text" INBOX_EQ "'claimed'",
+					  2, argtypes);
+	values[0] = PointerGetDatum(message_id);
+	values[1] = PointerGetDatum(consumer);
+	inbox_spi_run(plan, values, NULL, true, 1, SPI_OK_SELECT,
+				  "inbox_begin_wait");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		value = SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && DatumGetTimestampTz(value) > now)
+		{
+			*lease_until = DatumGetTimestampTz(value);
+			live = true;
+		}
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return live;
+}
+
+/*
+ * inbox_begin_wait(message_id text, consumer text, wait interval,
+ *					lease interval, payload jsonb,
+ *					INOUT outcome text, INOUT token bigint,
+ *					INOUT retry_after interval, INOUT result jsonb)
+ *		procedure
+ *
+ * inbox_begin_outcome's answer, after waiting up to wait while it is busy
+ * (see the banner).  The INOUT arguments are its output only: their
+ * defaults let a caller leave them out.
+ */
+Datum
+inbox_begin_wait(PG_FUNCTION_ARGS)
+{
+	text	   *message_id;
+	text	   *consumer;
+	Interval   *wait;
+	Datum		args[BEGIN_NARGS];
+	bool		argnulls[BEGIN_NARGS];
+	MemoryContext keep = CurrentMemoryContext;
+	TimestampTz deadline;
+	WaitAnswer	answer;
+	TupleDesc	desc;
+	long		sleep_ms = WAIT_POLL_FIRST_MS;
+
+	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
+		castNode(CallContext, fcinfo->context)->atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("inbox_begin_wait cannot run inside a transaction block"),
+				 errdetail("It commits between its looks at the claim, so that it holds no snapshot while it waits."),
+				 errhint("CALL it on its own, in autocommit mode, or call inbox_begin_outcome and retry after retry_after.")));
+
+	/*
+	 * The arguments are copied (detoasted) into memory that outlives the
+	 * looks' transactions: a toasted value would be read through a
+	 * snapshot that the first commit ends.
+	 */
+	(void) inbox_arg_message_id(fcinfo, ARG_MESSAGE_ID);
+	(void) inbox_arg_consumer(fcinfo, ARG_CONSUMER);
+	wait = wait_arg_bound(fcinfo);
+	(void) inbox_arg_lease(fcinfo, ARG_LEASE);
+	(void) inbox_arg_payload(fcinfo, ARG_PAYLOAD);
+	message_id = DatumGetTextPCopy(PG_GETARG_DATUM(ARG_MESSAGE_ID));
+	consumer = DatumGetTextPCopy(PG_GETARG_DATUM(ARG_CONSUMER));
+
+	args[0] = PointerGetDatum(message_id);
+	args[1] = PointerGetDatum(consumer);
+	args[2] = PG_ARGISNULL(ARG_LEASE) ? (Datum) 0 :
+		datumCopy(PG_GETARG_DATUM(ARG_LEASE), false, sizeof(Interval));
+	args[3] = PG_ARGISNULL(ARG_PAYLOAD) ? (Datum) 0 :
+		PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(ARG_PAYLOAD)));
+	argnulls[0] = argnulls[1] = false;
+	argnulls[2] = PG_ARGISNULL(ARG_LEASE);
+	argnulls[3] = PG_ARGISNULL(ARG_PAYLOAD);
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE ||
+		desc->natts != WAIT_NCOLUMNS)
+		elog(ERROR, "inbox_begin_wait must have %d INOUT arguments",
+			 WAIT_NCOLUMNS);
+	desc = BlessTupleDesc(desc);
+
+	deadline = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+													   TimestampTzGetDatum(GetCurrentTimestamp()),
+													   IntervalPGetDatum(wait)));
+
+	SPI_connect_ext(SPI_OPT_NONATOMIC);
+	wait_begin(args, argnulls, keep, &answer);
+	while (answer.busy && GetCurrentTimestamp() < deadline)
+	{
+		TimestampTz now;
+		TimestampTz lease_until;
+
+		/* The look's reads end here: nothing is held while it sleeps. */
+		SPI_commit();
+
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(sleep_ms,
+							 TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+															 deadline)),
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		sleep_ms = Min(sleep_ms * 2, WAIT_POLL_MAX_MS);
+
+		now = GetCurrentTimestamp();
+		if (now < deadline &&
+			wait_holder_live(message_id, consumer, now, &lease_until))
+		{
+			/* still held: wake when its lease runs out, if sooner */
+			sleep_ms = Min(sleep_ms,
+						   TimestampDifferenceMilliseconds(now, lease_until));
+			continue;
+		}
+
+		/* The claim changed, or the bound is reached: the begin decides. */
+		wait_begin(args, argnulls, keep, &answer);
+	}
+	SPI_finish();
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, answer.columns,
+													  answer.isnull)));
+}

@@ -1,0 +1,63 @@
+# inbox_begin_wait holds no snapshot while it waits: pg_stat_activity
+# shows no backend_xmin for the waiter while it sleeps, and VACUUM removes
+# rows deleted after the wait began (a function that waited, holding its
+# statement's snapshot, would keep them until it returned).  Then the
+# holder completes and the waiter returns processed.
+use strict;
+use warnings;
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('begin_wait');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'inbox'\ninbox.naptime = '1d'");
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION inbox;
+	CREATE TABLE scratch (n integer) WITH (autovacuum_enabled = off);
+	INSERT INTO scratch SELECT generate_series(1, 1000);
+	SELECT inbox_begin('m-1', 'email', interval '5 minutes');
+});
+
+# The waiter, in a psql of its own.
+my ($out, $err) = ('', '');
+my $waiter = IPC::Run::start(
+	[ 'psql', '-XAt', '-d',
+	  $node->connstr('postgres') . ' application_name=inbox-waiter', '-c',
+	  "CALL inbox_begin_wait('m-1', 'email', wait => '3 minutes')" ],
+	'>', \$out, '2>', \$err);
+
+# Once it sleeps (its first look answered busy and committed), the rows of
+# scratch are deleted: after the wait began.
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE application_name = 'inbox-waiter' AND wait_event_type = 'Extension'
+}) or die 'the waiter never slept';
+$node->safe_psql('postgres', 'DELETE FROM scratch');
+
+# Sampled while it sleeps (its looks hold a snapshot for a moment).
+is( $node->safe_psql('postgres', q{
+		SELECT backend_xmin IS NULL AND backend_xid IS NULL
+		FROM pg_stat_activity
+		WHERE application_name = 'inbox-waiter' AND wait_event_type = 'Extension'
+	}),
+	't', 'the sleeping waiter shows no backend_xmin and no backend_xid');
+
+# VACUUM removes every deleted row, so the table's pages all go.
+$node->safe_psql('postgres', 'VACUUM scratch');
+is($node->safe_psql('postgres', q{SELECT pg_relation_size('scratch')}),
+	'0', 'VACUUM removed the rows deleted while the waiter waited');
+
+# The holder completes; the waiter returns processed.
+is( $node->safe_psql('postgres', q{
+		SELECT inbox_complete('m-1', 'email', token) FROM inbox WHERE message_id = 'm-1'
+	}),
+	't', 'the holder completes');
+$waiter->finish;
+is($out, "processed|||\n", 'the waiter returns processed');
+is($err, '', 'the waiter reports no error');
+
+done_testing();
