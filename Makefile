@@ -47,6 +47,8 @@ OBJS = \
 	src/guard.o \
 	src/probe.o \
 	src/claim.o \
+	src/result.o \
+	src/floor.o \
 	src/twophase.o \
 	src/twophase_citus.o \
 	src/begin_wait.o \
@@ -72,13 +74,14 @@ DATA = $(wildcard inbox--*--*.sql) \
 # preloaded, so that installcheck never touches a user's cluster.
 REGRESS = objects dba partition bounds security fuzz claim claim_many claim_indexes claim_errors privileges search_path cache \
 	twophase twophase_indexes sweeper twophase_errors configure maintenance prune_resume schema_quote twophase_outcome \
-	tokens citus executor timezone begin_wait
+	tokens citus executor timezone result result_rls begin_wait
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/inbox.conf
 ISOLATION = race-commit-rollback race-repeatable-read race-serializable \
 	duplicate-keeps-transaction race-claim-many race-prune prune-skips-held \
 	twophase-begin-race twophase-takeover twophase-sweepers twophase-reclaim \
 	twophase-complete-race twophase-token-order twophase-busy dba-index-builds dba-drop-guard \
 	tokens-sessions vacuum-claim-wait tokens-takeover-above twophase-busy-no-lock \
+	result-fingerprint-race \
 	begin-wait
 ISOLATION_OPTS = --temp-instance=tmp_check_iso --temp-config=test/inbox.conf
 TAP_TESTS = 1

@@ -26,6 +26,119 @@ REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION inbox_worker_status() TO pg_monitor;
 
 --
+-- Idempotency keys (docs/idempotency-keys.md): the result a duplicate gets
+-- back, and the fingerprint of the request that made the marker, as
+-- inbox.sql makes them.  inbox_begin_outcome's result type changes (a
+-- result column) and inbox_complete gains an argument: both are dropped and
+-- created again.
+--
+
+ALTER TABLE inbox ADD COLUMN result jsonb, ADD COLUMN fingerprint text COLLATE "C";
+
+-- The roles granted EXECUTE on the two functions dropped below keep it on
+-- the functions that replace them: a worker role that lost inbox_complete
+-- would leave every claim to run out its lease and be taken again.  The
+-- grants are noted here, before the drop, and made again after the
+-- functions are created.
+DO $$
+DECLARE
+	grants text;
+BEGIN
+	SELECT pg_catalog.string_agg(pg_catalog.format(
+			'GRANT EXECUTE ON FUNCTION %s TO %s%s', f.successor,
+			CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+				 ELSE pg_catalog.quote_ident(r.rolname) END,
+			CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END), E'\n')
+	  INTO grants
+	  FROM (VALUES ('inbox_begin_outcome(text, text, interval, jsonb)'::pg_catalog.regprocedure,
+					'inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)'),
+				   ('inbox_complete(text, text, bigint)'::pg_catalog.regprocedure,
+					'inbox_complete(text, text, bigint, jsonb)')) AS f(old, successor)
+	  JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.old
+	  CROSS JOIN LATERAL pg_catalog.aclexplode(p.proacl) AS a
+	  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.grantee
+	 WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+	   AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
+	PERFORM pg_catalog.set_config('inbox_update.grants', COALESCE(grants, ''), true);
+END
+$$;
+
+COMMENT ON COLUMN inbox.result IS 'optional result of the processing, returned to a duplicate';
+COMMENT ON COLUMN inbox.fingerprint IS 'optional fingerprint of the request that made the marker: a claim with another one is a mismatch';
+
+DROP FUNCTION inbox_begin_outcome(text, text, interval, jsonb);
+
+CREATE FUNCTION inbox_begin_outcome(message_id text, consumer text,
+									lease interval DEFAULT NULL, payload jsonb DEFAULT NULL,
+									fingerprint text DEFAULT NULL,
+									sent_at timestamptz DEFAULT NULL,
+									OUT outcome text, OUT token bigint,
+									OUT retry_after interval, OUT result jsonb)
+RETURNS record
+AS 'MODULE_PATHNAME', 'inbox_begin_outcome'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz) IS
+'starts a two-phase claim like inbox_begin and says what it found: outcome claimed or taken_over (work with token), processed (ack; result is the stored result) or failed (ack), busy (a live claim holds it: deliver again after retry_after), mismatch (the key was claimed with another fingerprint: nothing changed), expired (sent before the consumer''s floor)';
+
+DROP FUNCTION inbox_complete(text, text, bigint);
+
+CREATE FUNCTION inbox_complete(message_id text, consumer text, token bigint,
+							   result jsonb DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'inbox_complete'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_complete(text, text, bigint, jsonb) IS
+'marks the claim processed, with its result if given, if token is current (true again for a repeat with the same token); false when ownership was lost';
+
+CREATE FUNCTION inbox_claim_outcome(message_id text, consumer text,
+									fingerprint text DEFAULT NULL,
+									sent_at timestamptz DEFAULT NULL)
+RETURNS TABLE (outcome text, result jsonb)
+AS 'MODULE_PATHNAME', 'inbox_claim_outcome'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+
+COMMENT ON FUNCTION inbox_claim_outcome(text, text, text, timestamptz) IS
+'claims message_id for consumer in the current transaction like inbox_claim and says what it found: claimed (do the work), processed (a marker exists: result is its stored result), mismatch (claimed with another fingerprint: nothing changed), expired (sent before the consumer''s floor)';
+
+CREATE FUNCTION inbox_set_result(message_id text, consumer text, result jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_set_result'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_set_result(text, text, jsonb) IS
+'records the result of a one-phase claim made in the current transaction; refused for a marker this transaction did not write';
+
+CREATE FUNCTION inbox_result(message_id text, consumer text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'inbox_result'
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION inbox_result(text, text) IS
+'the stored result of message_id for consumer: NULL when there is no marker, or no result';
+
+REVOKE ALL ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_claim_outcome(text, text, text, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_set_result(text, text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_result(text, text) FROM PUBLIC;
+
+-- The grants noted before the drop (above).
+DO $$
+DECLARE
+	grant_statement text;
+BEGIN
+	FOREACH grant_statement IN ARRAY
+		pg_catalog.string_to_array(pg_catalog.current_setting('inbox_update.grants'), E'\n')
+	LOOP
+		EXECUTE grant_statement;
+	END LOOP;
+	PERFORM pg_catalog.set_config('inbox_update.grants', '', true);
+END
+$$;
+
+--
 -- inbox_begin_wait: a begin that waits, up to a bound, for a live claim to
 -- finish.  A procedure, so that it can commit between its looks and hold
 -- no snapshot while it sleeps (src/begin_wait.c); CALL it in autocommit
@@ -35,6 +148,7 @@ GRANT EXECUTE ON FUNCTION inbox_worker_status() TO pg_monitor;
 
 CREATE PROCEDURE inbox_begin_wait(message_id text, consumer text, wait interval,
 								  lease interval DEFAULT NULL, payload jsonb DEFAULT NULL,
+								  fingerprint text DEFAULT NULL,
 								  INOUT outcome text DEFAULT NULL,
 								  INOUT token bigint DEFAULT NULL,
 								  INOUT retry_after interval DEFAULT NULL,
@@ -42,7 +156,7 @@ CREATE PROCEDURE inbox_begin_wait(message_id text, consumer text, wait interval,
 AS 'MODULE_PATHNAME', 'inbox_begin_wait'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, bigint, interval, jsonb) IS
+COMMENT ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, text, bigint, interval, jsonb) IS
 'inbox_begin_outcome, waiting up to wait while a live claim holds the message: returns the first answer that is not busy, or busy at the bound; CALL in autocommit mode';
 
-REVOKE ALL ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, bigint, interval, jsonb) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, text, bigint, interval, jsonb) FROM PUBLIC;

@@ -33,6 +33,11 @@ CREATE TABLE inbox (
 	attempts		integer NOT NULL DEFAULT 1,
 	last_error		text,
 	payload			jsonb,
+	-- Idempotency keys (docs/idempotency-keys.md): the result a duplicate
+	-- gets back, and the client's fingerprint of the request that made the
+	-- marker; NULL when unused.
+	result			jsonb,
+	fingerprint		text COLLATE "C",
 
 	-- The key the database uses to pick the winner among concurrent
 	-- claimers, and the primary key: it is how every function finds a
@@ -59,6 +64,8 @@ COMMENT ON COLUMN inbox.lease_until IS 'end of the current two-phase lease';
 COMMENT ON COLUMN inbox.attempts IS 'how many times the message was claimed';
 COMMENT ON COLUMN inbox.last_error IS 'the last recorded failure';
 COMMENT ON COLUMN inbox.payload IS 'optional message payload kept for retries without the broker';
+COMMENT ON COLUMN inbox.result IS 'optional result of the processing, returned to a duplicate';
+COMMENT ON COLUMN inbox.fingerprint IS 'optional fingerprint of the request that made the marker: a claim with another one is a mismatch';
 
 -- pg_dump must keep every marker: a restore that lost them would let every
 -- message be processed again.  The identity sequence is dumped too, so ids
@@ -231,18 +238,21 @@ COMMENT ON FUNCTION inbox_begin(text, text, interval, jsonb) IS
 
 -- inbox_begin with what it found, so that a broker's consumer knows from
 -- one answer whether to work, ack, or have the message delivered again:
--- one row of plain types (text, bigint, interval), which every client
--- library reads without registering a type.
+-- one row of plain types (text, bigint, interval, jsonb), which every
+-- client library reads without registering a type.  fingerprint and
+-- sent_at: see "Idempotency keys" below.
 CREATE FUNCTION inbox_begin_outcome(message_id text, consumer text,
 									lease interval DEFAULT NULL, payload jsonb DEFAULT NULL,
+									fingerprint text DEFAULT NULL,
+									sent_at timestamptz DEFAULT NULL,
 									OUT outcome text, OUT token bigint,
-									OUT retry_after interval)
+									OUT retry_after interval, OUT result jsonb)
 RETURNS record
 AS 'MODULE_PATHNAME', 'inbox_begin_outcome'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb) IS
-'starts a two-phase claim like inbox_begin and says what it found: outcome claimed or taken_over (work with token), processed or failed (ack), busy (a live claim holds it: deliver again after retry_after)';
+COMMENT ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz) IS
+'starts a two-phase claim like inbox_begin and says what it found: outcome claimed or taken_over (work with token), processed (ack; result is the stored result) or failed (ack), busy (a live claim holds it: deliver again after retry_after), mismatch (the key was claimed with another fingerprint: nothing changed), expired (sent before the consumer''s floor)';
 
 CREATE FUNCTION inbox_extend(message_id text, consumer text, token bigint,
 							 lease interval DEFAULT NULL)
@@ -253,13 +263,14 @@ LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION inbox_extend(text, text, bigint, interval) IS
 'heartbeat: renews the lease from now if token is still the current claim';
 
-CREATE FUNCTION inbox_complete(message_id text, consumer text, token bigint)
+CREATE FUNCTION inbox_complete(message_id text, consumer text, token bigint,
+							   result jsonb DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'inbox_complete'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION inbox_complete(text, text, bigint) IS
-'marks the claim processed if token is current (true again for a repeat with the same token); false when ownership was lost';
+COMMENT ON FUNCTION inbox_complete(text, text, bigint, jsonb) IS
+'marks the claim processed, with its result if given, if token is current (true again for a repeat with the same token); false when ownership was lost';
 
 CREATE FUNCTION inbox_fail(message_id text, consumer text, token bigint, error text)
 RETURNS boolean
@@ -381,6 +392,39 @@ COMMENT ON EVENT TRIGGER inbox_guard_drop IS
 'refuses to drop the extension inbox while its table holds markers';
 
 --
+-- Idempotency keys (docs/idempotency-keys.md): a duplicate gets the first
+-- attempt's result back, and a claim of a key with another request's
+-- fingerprint gets mismatch.  inbox_begin_outcome and inbox_complete take
+-- part too (above).
+--
+
+CREATE FUNCTION inbox_claim_outcome(message_id text, consumer text,
+									fingerprint text DEFAULT NULL,
+									sent_at timestamptz DEFAULT NULL)
+RETURNS TABLE (outcome text, result jsonb)
+AS 'MODULE_PATHNAME', 'inbox_claim_outcome'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+
+COMMENT ON FUNCTION inbox_claim_outcome(text, text, text, timestamptz) IS
+'claims message_id for consumer in the current transaction like inbox_claim and says what it found: claimed (do the work), processed (a marker exists: result is its stored result), mismatch (claimed with another fingerprint: nothing changed), expired (sent before the consumer''s floor)';
+
+CREATE FUNCTION inbox_set_result(message_id text, consumer text, result jsonb)
+RETURNS void
+AS 'MODULE_PATHNAME', 'inbox_set_result'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION inbox_set_result(text, text, jsonb) IS
+'records the result of a one-phase claim made in the current transaction; refused for a marker this transaction did not write';
+
+CREATE FUNCTION inbox_result(message_id text, consumer text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'inbox_result'
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION inbox_result(text, text) IS
+'the stored result of message_id for consumer: NULL when there is no marker, or no result';
+
+--
 -- inbox_begin_wait: a begin that waits, up to a bound, for a live claim to
 -- finish.  A procedure, so that it can commit between its looks and hold
 -- no snapshot while it sleeps (src/begin_wait.c); CALL it in autocommit
@@ -390,6 +434,7 @@ COMMENT ON EVENT TRIGGER inbox_guard_drop IS
 
 CREATE PROCEDURE inbox_begin_wait(message_id text, consumer text, wait interval,
 								  lease interval DEFAULT NULL, payload jsonb DEFAULT NULL,
+								  fingerprint text DEFAULT NULL,
 								  INOUT outcome text DEFAULT NULL,
 								  INOUT token bigint DEFAULT NULL,
 								  INOUT retry_after interval DEFAULT NULL,
@@ -397,10 +442,10 @@ CREATE PROCEDURE inbox_begin_wait(message_id text, consumer text, wait interval,
 AS 'MODULE_PATHNAME', 'inbox_begin_wait'
 LANGUAGE C;
 
-COMMENT ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, bigint, interval, jsonb) IS
+COMMENT ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, text, bigint, interval, jsonb) IS
 'inbox_begin_outcome, waiting up to wait while a live claim holds the message: returns the first answer that is not busy, or busy at the bound; CALL in autocommit mode';
 
-REVOKE ALL ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, bigint, interval, jsonb) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, text, bigint, interval, jsonb) FROM PUBLIC;
 
 --
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an
@@ -411,9 +456,9 @@ REVOKE ALL ON FUNCTION inbox_claim(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim(uuid, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_claim_many(text[], text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_begin(text, text, interval, jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_extend(text, text, bigint, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_complete(text, text, bigint, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_fail(text, text, bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_next(text, interval, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_configure(text, interval, interval, integer) FROM PUBLIC;
@@ -423,6 +468,9 @@ REVOKE ALL ON FUNCTION inbox_retention_for(interval, integer, interval, interval
 REVOKE ALL ON FUNCTION inbox_worker_status() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_guard_drop() FROM PUBLIC;
 REVOKE ALL ON FUNCTION inbox_token_seq_guard() FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_claim_outcome(text, text, text, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_set_result(text, text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION inbox_result(text, text) FROM PUBLIC;
 -- The CHECK constraints' functions stay callable by PUBLIC (see above).
 REVOKE ALL ON TABLE inbox, inbox_consumers, inbox_stats FROM PUBLIC;
 REVOKE ALL ON SEQUENCE inbox_token_seq FROM PUBLIC;

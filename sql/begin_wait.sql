@@ -8,8 +8,12 @@ CREATE EXTENSION inbox;
 CALL inbox_begin_wait('w-1', 'email', '5 s');
 CALL inbox_begin_wait('w-1', 'email', '0', outcome => NULL, token => NULL) \gset
 SELECT :'outcome' AS outcome;
-SELECT inbox_complete('w-1', 'email', token) FROM inbox WHERE message_id = 'w-1';
+SELECT inbox_complete('w-1', 'email', token, result => '{"status": 201}') FROM inbox WHERE message_id = 'w-1';
 CALL inbox_begin_wait('w-1', 'email', '5 s');
+
+-- A fingerprint: another request's is a mismatch, at once.
+CALL inbox_begin_wait('w-7', 'api', '5 s', fingerprint => 'sha-a');
+CALL inbox_begin_wait('w-7', 'api', '5 s', fingerprint => 'sha-b');
 
 -- A live claim and a bound that runs out first: busy, with the lease the
 -- holder has left, after the bound.
@@ -37,6 +41,7 @@ CALL inbox_begin_wait('w-4', 'email', '1 day -1 s');
 CALL inbox_begin_wait('w-4', 'email', '2 hours');
 CALL inbox_begin_wait('w-4', 'email', 'infinity');
 CALL inbox_begin_wait('w-4', 'email', '1 s', lease => '0');
+CALL inbox_begin_wait('w-4', 'email', '1 s', fingerprint => '');
 SELECT count(*) AS w4_markers FROM inbox WHERE message_id = 'w-4';
 
 -- It commits between its looks, so it refuses to run where it cannot
@@ -53,7 +58,7 @@ DECLARE
 	retry_after interval;
 	result jsonb;
 BEGIN
-	CALL inbox_begin_wait('w-5', 'email', '1 s', NULL, NULL, outcome, token, retry_after, result);
+	CALL inbox_begin_wait('w-5', 'email', '1 s', NULL, NULL, NULL, outcome, token, retry_after, result);
 END $$;
 SELECT wait_in_function();
 DROP FUNCTION wait_in_function();
@@ -64,7 +69,7 @@ DECLARE
 	retry_after interval;
 	result jsonb;
 BEGIN
-	CALL inbox_begin_wait('w-5', 'email', '1 s', NULL, NULL, outcome, token, retry_after, result);
+	CALL inbox_begin_wait('w-5', 'email', '1 s', NULL, NULL, NULL, outcome, token, retry_after, result);
 	RAISE NOTICE 'from a DO block: %', outcome;
 END $$;
 SELECT count(*) AS w5_markers FROM inbox WHERE message_id = 'w-5';

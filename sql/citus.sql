@@ -97,6 +97,20 @@ SELECT inbox_complete('t-1', 'credit', (SELECT token FROM inbox WHERE message_id
 SELECT inbox_complete('t-1', 'credit', (SELECT token FROM inbox WHERE message_id = 't-1')) AS repeated;
 SELECT * FROM inbox_begin_outcome('t-1', 'credit');
 
+-- Idempotency keys: a result or a fingerprint is refused on a table Citus
+-- manages (0A000), without changing anything; without them the functions
+-- answer as elsewhere, with no result.
+SELECT * FROM inbox_begin_outcome('t-9', 'credit', fingerprint => 'fp');
+SELECT inbox_complete('t-1', 'credit', (SELECT token FROM inbox WHERE message_id = 't-1'), '{}');
+SELECT * FROM inbox_claim_outcome('c-9', 'credit', 'fp');
+BEGIN;
+SELECT * FROM inbox_claim_outcome('c-9', 'credit');
+SELECT inbox_set_result('c-9', 'credit', '{}');
+ROLLBACK;
+SELECT count(*) AS untouched FROM inbox WHERE message_id IN ('t-9', 'c-9');
+SELECT * FROM inbox_claim_outcome('c-1', 'credit');
+SELECT inbox_result('t-1', 'credit') IS NULL AS no_result;
+
 -- A takeover draws above the token it replaces, however far ahead that
 -- one is (drawn on another node, or written by hand), and the node's
 -- sequence stays where it was: a token a consumer role wrote into its row

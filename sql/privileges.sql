@@ -68,7 +68,7 @@ DROP ROLE regress_inbox_insert_only;
 -- A two-phase worker role needs (README, "Privileges").
 CREATE ROLE regress_inbox_worker;
 GRANT EXECUTE ON FUNCTION inbox_begin(text, text, interval, jsonb),
-	inbox_extend(text, text, bigint, interval), inbox_complete(text, text, bigint),
+	inbox_extend(text, text, bigint, interval), inbox_complete(text, text, bigint, jsonb),
 	inbox_fail(text, text, bigint, text), inbox_next(text, interval, integer)
 	TO regress_inbox_worker;
 GRANT SELECT, INSERT, UPDATE ON inbox TO regress_inbox_worker;
@@ -130,7 +130,7 @@ SELECT count(*) AS m_1_left FROM inbox WHERE message_id = 'm-1';
 -- also read inbox_consumers; next also draws tokens; begin also inserts.
 CREATE ROLE regress_inbox_fn;
 GRANT EXECUTE ON FUNCTION inbox_extend(text, text, bigint, interval),
-	inbox_complete(text, text, bigint), inbox_fail(text, text, bigint, text),
+	inbox_complete(text, text, bigint, jsonb), inbox_fail(text, text, bigint, text),
 	inbox_next(text, interval, integer), inbox_begin(text, text, interval, jsonb)
 	TO regress_inbox_fn;
 GRANT SELECT, UPDATE ON inbox TO regress_inbox_fn;

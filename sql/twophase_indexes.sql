@@ -96,7 +96,7 @@ CREATE INDEX inbox_prunable ON inbox (consumer, processed_at, id)
 -- they use.
 CREATE ROLE regress_inbox_columns;
 GRANT EXECUTE ON FUNCTION inbox_begin(text, text, interval, jsonb),
-	inbox_complete(text, text, bigint) TO regress_inbox_columns;
+	inbox_complete(text, text, bigint, jsonb) TO regress_inbox_columns;
 GRANT SELECT, INSERT (message_id, consumer, state, received_at, token, lease_until,
 					  attempts, payload),
 	UPDATE (state, token, lease_until, attempts, processed_at, last_error, payload)

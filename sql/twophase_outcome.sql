@@ -151,7 +151,7 @@ GRANT USAGE ON SEQUENCE inbox_token_seq TO regress_inbox_outcome;
 SET ROLE regress_inbox_outcome;
 SELECT pg_temp.error_of($$SELECT inbox_begin_outcome('w-1', 'email')$$);
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb)
+GRANT EXECUTE ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)
 	TO regress_inbox_outcome;
 SET ROLE regress_inbox_outcome;
 SELECT outcome, token IS NOT NULL AS has_token FROM inbox_begin_outcome('w-1', 'email');

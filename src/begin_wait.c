@@ -10,7 +10,8 @@
  * the answer is busy and the bound is not reached, sleeps and looks again.
  * It returns the first answer that is not busy (processed, with the
  * stored result; failed; taken over after the lease ran out; claimed, if
- * the marker went away), or busy when the bound is reached.
+ * the marker went away; mismatch, for another fingerprint), or busy when
+ * the bound is reached.
  *
  * Why a procedure: a function called by a SELECT holds its statement's
  * snapshot for the whole call, so its backend's xmin would hold back
@@ -89,11 +90,12 @@ PG_FUNCTION_INFO_V1(inbox_begin_wait);
 #define ARG_WAIT		2
 #define ARG_LEASE		3
 #define ARG_PAYLOAD		4
+#define ARG_FINGERPRINT	5
 
 /* The begin it runs: inbox_begin_outcome's name, arguments and columns. */
 #define BEGIN_NAME		"inbox_begin_outcome"
-#define BEGIN_NARGS		4
-#define BEGIN_NCOLUMNS	3
+#define BEGIN_NARGS		6
+#define BEGIN_NCOLUMNS	4
 
 /* The procedure's output columns (its INOUT arguments). */
 #define WAIT_NCOLUMNS	4
@@ -153,7 +155,8 @@ static void
 wait_begin(Datum *args, bool *argnulls, MemoryContext keep,
 		   WaitAnswer *answer)
 {
-	static Oid	argtypes[BEGIN_NARGS] = {TEXTOID, TEXTOID, INTERVALOID, JSONBOID};
+	static Oid	argtypes[BEGIN_NARGS] = {TEXTOID, TEXTOID, INTERVALOID, JSONBOID,
+	TEXTOID, TIMESTAMPTZOID};
 	InboxObjects objects;
 	Oid			begin_oid;
 	AclResult	aclresult;
@@ -268,7 +271,7 @@ wait_holder_live(text *message_id, text *consumer, TimestampTz now,
 
 /*
  * inbox_begin_wait(message_id text, consumer text, wait interval,
- *					lease interval, payload jsonb,
+ *					lease interval, payload jsonb, fingerprint text,
  *					INOUT outcome text, INOUT token bigint,
  *					INOUT retry_after interval, INOUT result jsonb)
  *		procedure
@@ -309,6 +312,7 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 	wait = wait_arg_bound(fcinfo);
 	(void) inbox_arg_lease(fcinfo, ARG_LEASE);
 	(void) inbox_arg_payload(fcinfo, ARG_PAYLOAD);
+	(void) inbox_arg_fingerprint(fcinfo, ARG_FINGERPRINT);
 	message_id = DatumGetTextPCopy(PG_GETARG_DATUM(ARG_MESSAGE_ID));
 	consumer = DatumGetTextPCopy(PG_GETARG_DATUM(ARG_CONSUMER));
 
@@ -318,9 +322,14 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 		datumCopy(PG_GETARG_DATUM(ARG_LEASE), false, sizeof(Interval));
 	args[3] = PG_ARGISNULL(ARG_PAYLOAD) ? (Datum) 0 :
 		PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(ARG_PAYLOAD)));
+	args[4] = PG_ARGISNULL(ARG_FINGERPRINT) ? (Datum) 0 :
+		PointerGetDatum(DatumGetTextPCopy(PG_GETARG_DATUM(ARG_FINGERPRINT)));
+	args[5] = (Datum) 0;		/* sent_at: a message's, not a request's */
 	argnulls[0] = argnulls[1] = false;
 	argnulls[2] = PG_ARGISNULL(ARG_LEASE);
 	argnulls[3] = PG_ARGISNULL(ARG_PAYLOAD);
+	argnulls[4] = PG_ARGISNULL(ARG_FINGERPRINT);
+	argnulls[5] = true;
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE ||
 		desc->natts != WAIT_NCOLUMNS)

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * claim.c
- *	  One-phase claims: inbox_claim and inbox_claim_many.
+ *	  One-phase claims: inbox_claim, inbox_claim_outcome and
+ *	  inbox_claim_many.
  *
  * A one-phase claim writes the marker row for (message_id, consumer) in the
  * caller's own transaction, next to the business change, so that both
@@ -48,6 +49,14 @@
  * probe, and every claim goes through the INSERT, so the policies' WITH
  * CHECK clauses decide which consumers a role may claim for.
  *
+ * inbox_claim_outcome is inbox_claim for an idempotency key (result.c):
+ * it stores the request's fingerprint with a new marker, and answers a
+ * duplicate with the marker's stored result, or mismatch.  Without a
+ * fingerprint it inserts with inbox_claim's own statements.  Its probe
+ * reads the result and fingerprint of the marker it finds only where the
+ * caller may read both columns; otherwise a statement run as the caller
+ * reads them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -76,26 +85,59 @@
 
 PG_FUNCTION_INFO_V1(inbox_claim);
 PG_FUNCTION_INFO_V1(inbox_claim_uuid);
+PG_FUNCTION_INFO_V1(inbox_claim_outcome);
 PG_FUNCTION_INFO_V1(inbox_claim_many);
 
 static InboxPlan insert_one_plan;
 static InboxPlan insert_or_nothing_plan;
 static InboxPlan insert_many_plan;
 static InboxPlan insert_citus_plan;
+static InboxPlan insert_one_fingerprint_plan;
+static InboxPlan insert_or_nothing_fingerprint_plan;
+
+/*
+ * What inbox_claim_outcome asks and answers (claim_one's answer; NULL for
+ * inbox_claim).
+ */
+typedef enum ClaimOutcome
+{
+	CLAIM_CLAIMED,				/* new: do the work in this transaction */
+	CLAIM_PROCESSED,			/* a marker exists: ack; result is its own */
+	CLAIM_MISMATCH,				/* claimed with another fingerprint */
+	CLAIM_EXPIRED				/* new, but sent before the consumer's floor */
+} ClaimOutcome;
+
+static const char *const claim_outcome_names[] = {
+	"claimed", "processed", "mismatch", "expired"
+};
+
+typedef struct ClaimAnswer
+{
+	text	   *fingerprint;	/* the request's, or NULL: not checked */
+	bool		has_sent_at;
+	TimestampTz sent_at;
+	ClaimOutcome outcome;
+	Datum		result;			/* processed: the stored result, or 0 */
+} ClaimAnswer;
 
 static Relation claim_open(const char *caller, InboxObjects *objects,
 						   Relation *index, bool *probe);
 static void claim_close(Relation heap, Relation index);
 static bool claim_insert_one(const InboxObjects *objects, text *message_id,
-							 text *consumer);
+							 text *consumer, text *fingerprint);
 static bool claim_insert_or_nothing(const InboxObjects *objects,
-									text *message_id, text *consumer);
+									text *message_id, text *consumer,
+									text *fingerprint);
 static bool claim_insert_citus(const InboxObjects *objects, text *message_id,
 							   text *consumer);
 static void claim_insert_many_citus(const InboxObjects *objects, Datum *ids,
 									int nids, text *consumer,
 									ReturnSetInfo *rsinfo);
-static bool claim_one(text *message_id, text *consumer);
+static bool claim_probe_reads_results(const InboxObjects *objects);
+static void claim_probe_marker(const InboxObjects *objects,
+							   TupleTableSlot *slot, InboxMarker *marker);
+static void claim_answer_from(ClaimAnswer *answer, const InboxMarker *marker);
+static bool claim_one(text *message_id, text *consumer, ClaimAnswer *answer);
 static bool claim_key_exists_now(const InboxObjects *objects, text *message_id,
 								 text *consumer);
 static void claim_skipped(text *message_id, text *consumer);
@@ -149,24 +191,34 @@ claim_close(Relation heap, Relation index)
  */
 static bool
 claim_insert_or_nothing(const InboxObjects *objects, text *message_id,
-						text *consumer)
+						text *consumer, text *fingerprint)
 {
-	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
 	SPIPlanPtr	plan;
-	Datum		values[3];
+	Datum		values[4];
 	bool		claimed;
 
 	SPI_connect();
-	plan = inbox_plan(&insert_or_nothing_plan, objects,
-					  "INSERT INTO %1$s.inbox"
-					  " (message_id, consumer, state, received_at, processed_at)"
-					  " VALUES ($1, $2, 'processed', $3, $3)"
-					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO NOTHING",
-					  3, argtypes);
+	if (fingerprint == NULL)
+		plan = inbox_plan(&insert_or_nothing_plan, objects,
+						  "INSERT INTO %1$s.inbox"
+						  " (message_id, consumer, state, received_at, processed_at)"
+						  " VALUES ($1, $2, 'processed', $3, $3)"
+						  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO NOTHING",
+						  3, argtypes);
+	else
+		plan = inbox_plan(&insert_or_nothing_fingerprint_plan, objects,
+						  "INSERT INTO %1$s.inbox"
+						  " (message_id, consumer, state, received_at, processed_at,"
+						  "  fingerprint)"
+						  " VALUES ($1, $2, 'processed', $3, $3, $4)"
+						  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO NOTHING",
+						  4, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[3] = PointerGetDatum(fingerprint);
 
 	inbox_spi_run(plan, values, NULL, false, 0,
 				  SPI_OK_INSERT, "inbox_claim");
@@ -193,13 +245,13 @@ claim_insert_or_nothing(const InboxObjects *objects, text *message_id,
  */
 static bool
 claim_insert_one(const InboxObjects *objects, text *message_id,
-				 text *consumer)
+				 text *consumer, text *fingerprint)
 {
-	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
 	MemoryContext oldcontext;
 	ResourceOwner oldowner;
 	SPIPlanPtr	plan;
-	Datum		values[3];
+	Datum		values[4];
 	volatile bool claimed = false;
 
 	/*
@@ -220,16 +272,26 @@ claim_insert_one(const InboxObjects *objects, text *message_id,
 				 errhint("Claim a batch with inbox_claim_many, which uses none, or commit more often.")));
 
 	SPI_connect();
-	plan = inbox_plan(&insert_one_plan, objects,
-					  "INSERT INTO %1$s.inbox"
-					  " (message_id, consumer, state, received_at, processed_at)"
-					  " VALUES ($1, $2, 'processed', $3, $3)"
-					  " RETURNING message_id, consumer",
-					  3, argtypes);
+	if (fingerprint == NULL)
+		plan = inbox_plan(&insert_one_plan, objects,
+						  "INSERT INTO %1$s.inbox"
+						  " (message_id, consumer, state, received_at, processed_at)"
+						  " VALUES ($1, $2, 'processed', $3, $3)"
+						  " RETURNING message_id, consumer",
+						  3, argtypes);
+	else
+		plan = inbox_plan(&insert_one_fingerprint_plan, objects,
+						  "INSERT INTO %1$s.inbox"
+						  " (message_id, consumer, state, received_at, processed_at,"
+						  "  fingerprint)"
+						  " VALUES ($1, $2, 'processed', $3, $3, $4)"
+						  " RETURNING message_id, consumer",
+						  4, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[3] = PointerGetDatum(fingerprint);
 
 	oldcontext = CurrentMemoryContext;
 	oldowner = CurrentResourceOwner;
@@ -364,37 +426,173 @@ claim_insert_citus(const InboxObjects *objects, text *message_id,
 }
 
 /*
- * claim_one
- *		The claim shared by both inbox_claim signatures: the probe, then the
- *		INSERT.
+ * claim_probe_reads_results
+ *		May the probe, which found a marker, also read its result and
+ *		fingerprint for inbox_claim_outcome?  Where the probe applies (no
+ *		row-level security among it) and the caller may read both columns,
+ *		as the statement that would read them otherwise requires.
  */
 static bool
-claim_one(text *message_id, text *consumer)
+claim_probe_reads_results(const InboxObjects *objects)
+{
+	Oid			user = GetUserId();
+
+	if (pg_class_aclcheck(objects->table_oid, user, ACL_SELECT) == ACLCHECK_OK)
+		return true;
+	return pg_attribute_aclcheck(objects->table_oid, objects->result_attnum,
+								 user, ACL_SELECT) == ACLCHECK_OK &&
+		pg_attribute_aclcheck(objects->table_oid, objects->fingerprint_attnum,
+							  user, ACL_SELECT) == ACLCHECK_OK;
+}
+
+/*
+ * claim_probe_marker
+ *		The fingerprint and result of the marker the probe found, copied
+ *		out of its slot (which the probe's end drops).
+ */
+static void
+claim_probe_marker(const InboxObjects *objects, TupleTableSlot *slot,
+				   InboxMarker *marker)
+{
+	Datum		value;
+	bool		isnull;
+
+	memset(marker, 0, sizeof(*marker));
+	marker->found = true;
+	value = slot_getattr(slot, objects->fingerprint_attnum, &isnull);
+	if (!isnull)
+		marker->fingerprint = DatumGetTextPCopy(value);
+	value = slot_getattr(slot, objects->result_attnum, &isnull);
+	if (!isnull)
+		marker->result = PointerGetDatum(PG_DETOAST_DATUM_COPY(value));
+}
+
+/*
+ * claim_answer_from
+ *		inbox_claim_outcome's answer for a marker that exists: mismatch if
+ *		it was claimed with another fingerprint than the request's (no
+ *		result: it belongs to another request), processed with its result
+ *		otherwise.  A two-phase marker answers the same, as inbox_claim
+ *		answers false for it, whatever its state.
+ */
+static void
+claim_answer_from(ClaimAnswer *answer, const InboxMarker *marker)
+{
+	if (inbox_fingerprints_differ(marker->fingerprint, answer->fingerprint))
+		answer->outcome = CLAIM_MISMATCH;
+	else
+	{
+		answer->outcome = CLAIM_PROCESSED;
+		answer->result = marker->result;
+	}
+}
+
+/*
+ * claim_one
+ *		The claim shared by both inbox_claim signatures and
+ *		inbox_claim_outcome: the probe, then the INSERT.  True if this call
+ *		wrote the marker.  answer is NULL for inbox_claim; for
+ *		inbox_claim_outcome it carries the request in and the answer out.
+ */
+static bool
+claim_one(text *message_id, text *consumer, ClaimAnswer *answer)
 {
 	InboxObjects objects;
 	Relation	heap;
 	Relation	index;
 	bool		probe;
 	bool		found = false;
+	InboxMarker marker;
+	bool		claimed;
 
-	heap = claim_open("inbox_claim()", &objects, &index, &probe);
+	marker.found = false;
+	heap = claim_open(answer ? "inbox_claim_outcome()" : "inbox_claim()",
+					  &objects, &index, &probe);
+	if (answer != NULL)
+	{
+		if (!inbox_has_results(&objects))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("inbox_claim_outcome() needs the inbox table's result and fingerprint columns"),
+					 errhint("Run ALTER EXTENSION inbox UPDATE.")));
+		if (answer->fingerprint != NULL)
+			inbox_results_refused_on_citus(&objects, "a fingerprint");
+	}
 	if (probe)
 	{
 		InboxKeyProbe p;
 
 		inbox_key_probe_begin(&p, heap, index, consumer, GetActiveSnapshot());
 		found = inbox_key_probe_found(&p, message_id);
+		if (found && answer != NULL && claim_probe_reads_results(&objects))
+			claim_probe_marker(&objects, p.slot, &marker);
 		inbox_key_probe_end(&p);
 	}
 	claim_close(heap, index);
 
-	if (found)
+	if (found && answer == NULL)
 		return false;
+
+	if (answer != NULL)
+	{
+		/*
+		 * A marker the probe saw, but could not read for this caller, is
+		 * read by a statement as the caller.  A marker that may be new, of
+		 * a message sent before the consumer's floor, is looked for first:
+		 * it is a duplicate if it exists, and expired otherwise.
+		 */
+		if ((found && !marker.found) ||
+			(!found && answer->has_sent_at &&
+			 inbox_floor_refuses(text_to_cstring(consumer), answer->sent_at)))
+		{
+			inbox_marker_read(&objects, message_id, consumer, false, &marker);
+			if (!marker.found && !found)
+			{
+				answer->outcome = CLAIM_EXPIRED;
+				return false;
+			}
+		}
+		if (marker.found)
+		{
+			claim_answer_from(answer, &marker);
+			return false;
+		}
+	}
+
 	if (objects.table_in_citus)
-		return claim_insert_citus(&objects, message_id, consumer);
-	if (IsolationUsesXactSnapshot())
-		return claim_insert_one(&objects, message_id, consumer);
-	return claim_insert_or_nothing(&objects, message_id, consumer);
+		claimed = claim_insert_citus(&objects, message_id, consumer);
+	else if (IsolationUsesXactSnapshot())
+		claimed = claim_insert_one(&objects, message_id, consumer,
+								   answer ? answer->fingerprint : NULL);
+	else
+		claimed = claim_insert_or_nothing(&objects, message_id, consumer,
+										  answer ? answer->fingerprint : NULL);
+	if (answer == NULL)
+		return claimed;
+	if (claimed)
+	{
+		answer->outcome = CLAIM_CLAIMED;
+		return true;
+	}
+
+	/*
+	 * The key was taken, by a claim that committed while this one waited
+	 * (or, under REPEATABLE READ, after this transaction's snapshot: read
+	 * with a new one).  A caller whose policies hide it learns nothing
+	 * from it, and gets an error rather than a processed it could ack.
+	 */
+	inbox_marker_read(&objects, message_id, consumer,
+					  IsolationUsesXactSnapshot() && !objects.table_in_citus,
+					  &marker);
+	if (!marker.found)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the marker of message \"%s\" for consumer \"%s\" is hidden from this role",
+						text_to_cstring(message_id), text_to_cstring(consumer)),
+				 errdetail("The key is taken, and row-level security or privileges keep the marker from being read."),
+				 errhint("Give the role a policy FOR ALL on its consumer's rows (docs/privileges.md).")));
+	claim_answer_from(answer, &marker);
+	return false;
 }
 
 /*
@@ -409,7 +607,7 @@ inbox_claim(PG_FUNCTION_ARGS)
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 
-	PG_RETURN_BOOL(claim_one(message_id, consumer));
+	PG_RETURN_BOOL(claim_one(message_id, consumer, NULL));
 }
 
 /*
@@ -429,7 +627,54 @@ inbox_claim_uuid(PG_FUNCTION_ARGS)
 																	 PG_GETARG_DATUM(0))));
 	consumer = inbox_arg_consumer(fcinfo, 1);
 
-	PG_RETURN_BOOL(claim_one(message_id, consumer));
+	PG_RETURN_BOOL(claim_one(message_id, consumer, NULL));
+}
+
+/*
+ * inbox_claim_outcome(message_id text, consumer text, fingerprint text,
+ *					   sent_at timestamptz)
+ *		returns table (outcome text, result jsonb)
+ *
+ * inbox_claim for an idempotency key, with what it found, in one row:
+ *
+ *	claimed		this transaction wrote the marker (with the fingerprint):
+ *				do the work, and record its result with inbox_set_result
+ *	processed	a marker exists (a one-phase one, or a two-phase one in any
+ *				state, as inbox_claim answers false): ack, and return
+ *				result, its stored result (NULL if none)
+ *	mismatch	the marker was claimed with another fingerprint: another
+ *				request reused the key; nothing changed, result is NULL
+ *	expired		new, but sent_at is below the consumer's floor: nothing
+ *				changed
+ *
+ * fingerprint NULL: the claim is not checked; a marker stored without one
+ * is not checked against.
+ */
+Datum
+inbox_claim_outcome(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
+	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
+	ClaimAnswer answer;
+	Datum		columns[2];
+	bool		isnull[2] = {false, true};
+
+	memset(&answer, 0, sizeof(answer));
+	answer.fingerprint = inbox_arg_fingerprint(fcinfo, 2);
+	answer.has_sent_at = inbox_arg_sent_at(fcinfo, 3, &answer.sent_at);
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	claim_one(message_id, consumer, &answer);
+
+	columns[0] = CStringGetTextDatum(claim_outcome_names[answer.outcome]);
+	if (answer.result != (Datum) 0)
+	{
+		columns[1] = answer.result;
+		isnull[1] = false;
+	}
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, columns, isnull);
+	return (Datum) 0;
 }
 
 /*

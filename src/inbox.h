@@ -14,7 +14,11 @@
  *	guard.c		refusing a DROP that would take the markers with it
  *	probe.c		the probe: the one read of the key index on (message_id,
  *				consumer) made without the executor
- *	claim.c		the one-phase claims, inbox_claim and inbox_claim_many
+ *	claim.c		the one-phase claims, inbox_claim, inbox_claim_outcome and
+ *				inbox_claim_many
+ *	result.c	idempotency keys: a marker's stored result and request
+ *				fingerprint, inbox_set_result and inbox_result
+ *	floor.c		the floor below which a late duplicate is refused
  *	twophase.c	two-phase claims with leases and fencing tokens
  *	twophase_citus.c	their statements on a table Citus manages:
  *				read the marker, then change it if its token is unchanged
@@ -36,8 +40,8 @@
  * Calls between the files form no cycle.  In layers, each file calling
  * only files of the layers above it:
  *
- *	0	settings, validate, objects, tokens, shmem, probe, trust
- *	1	prune, reclaim, configure, guard, citus
+ *	0	settings, validate, objects, tokens, shmem, probe, trust, floor
+ *	1	prune, reclaim, configure, guard, citus, result
  *	2	claim, twophase_citus, pass, worker
  *	3	twophase, inbox
  *
@@ -69,6 +73,12 @@
 #define INBOX_CONSUMER_MAX_BYTES	256
 
 /*
+ * Longest request fingerprint (a hash the client computes: 64 bytes as hex
+ * SHA-256, 128 as hex SHA-512); like a consumer, an identifier, not data.
+ */
+#define INBOX_FINGERPRINT_MAX_BYTES	256
+
+/*
  * Longest lease a claim may ask for.  A longer job renews its lease with
  * inbox_extend (a heartbeat) instead: an owner that dies is then noticed
  * within one lease.  Keep inbox.sql's CHECK on inbox_consumers in step.
@@ -92,6 +102,7 @@
  * boundary: a failure is always recorded).
  */
 #define INBOX_PAYLOAD_MAX_BYTES		(1024 * 1024)
+#define INBOX_RESULT_MAX_BYTES		INBOX_PAYLOAD_MAX_BYTES
 #define INBOX_LAST_ERROR_MAX_BYTES	8192
 
 /* Most claims one inbox_next call may take. */
@@ -137,6 +148,13 @@
 #define INBOX_ATT_LEASE_UNTIL	8
 #define INBOX_ATT_ATTEMPTS		9
 #define INBOX_ATT_PAYLOAD		11
+
+/*
+ * Columns added by 1.1.0 (result, fingerprint), found by name: a database
+ * still at 1.0.0's SQL has none until ALTER EXTENSION UPDATE.
+ */
+#define INBOX_RESULT_COLUMN		"result"
+#define INBOX_FINGERPRINT_COLUMN	"fingerprint"
 
 /* inbox_consumers' columns, likewise (see inbox_consumers_is_plain). */
 #define INBOX_CONSUMERS_NATTS		4
@@ -189,6 +207,12 @@ typedef struct InboxObjects
 	 */
 	bool		table_in_citus;
 	bool		consumers_in_citus;
+	/*
+	 * The table's result (jsonb) and fingerprint (text) columns, or
+	 * InvalidAttrNumber, both, on a table still at 1.0.0's SQL.
+	 */
+	AttrNumber	result_attnum;
+	AttrNumber	fingerprint_attnum;
 	NameData	schema_name;
 
 	/*
@@ -358,7 +382,9 @@ typedef enum InboxTwophaseOutcome
 	INBOX_OUTCOME_TAKEN_OVER,	/* this call holds a later attempt */
 	INBOX_OUTCOME_PROCESSED,	/* done: ack */
 	INBOX_OUTCOME_FAILED,		/* attempts used up: ack, and report */
-	INBOX_OUTCOME_BUSY			/* a live claim holds it: try again later */
+	INBOX_OUTCOME_BUSY,			/* a live claim holds it: try again later */
+	INBOX_OUTCOME_MISMATCH,		/* claimed with another fingerprint */
+	INBOX_OUTCOME_EXPIRED		/* new, but sent before the floor */
 } InboxTwophaseOutcome;
 
 typedef struct InboxTwophaseBegin
@@ -366,7 +392,20 @@ typedef struct InboxTwophaseBegin
 	InboxTwophaseOutcome outcome;
 	int64		token;			/* claimed, taken_over: the claim's token */
 	Interval	retry_after;	/* busy: the lease the holder has left */
+	Datum		result;			/* processed: the stored result, or 0 */
 } InboxTwophaseBegin;
+
+/*
+ * A marker as an idempotency key sees it (result.c): whether the caller
+ * sees one, the fingerprint it was claimed with and its stored result
+ * (NULL and (Datum) 0 when it has none).
+ */
+typedef struct InboxMarker
+{
+	bool		found;
+	text	   *fingerprint;
+	Datum		result;
+} InboxMarker;
 
 /* twophase_citus.c */
 extern void inbox_citus_begin(const InboxObjects *objects, text *message_id,
@@ -382,6 +421,18 @@ extern bool inbox_citus_fail(const InboxObjects *objects, text *message_id,
 extern void inbox_citus_next(const InboxObjects *objects, text *consumer,
 							 Interval *lease, int32 max,
 							 ReturnSetInfo *rsinfo);
+
+/* floor.c */
+extern bool inbox_floor_refuses(const char *consumer, TimestampTz sent_at);
+
+/* result.c */
+extern bool inbox_has_results(const InboxObjects *objects);
+extern void inbox_results_refused_on_citus(const InboxObjects *objects,
+										   const char *what);
+extern void inbox_marker_read(const InboxObjects *objects, text *message_id,
+							  text *consumer, bool latest,
+							  InboxMarker *marker);
+extern bool inbox_fingerprints_differ(text *claimed, text *asked);
 
 /* citus.c */
 extern int32 inbox_citus_group(void);
@@ -455,6 +506,10 @@ extern int64 inbox_arg_token(FunctionCallInfo fcinfo, int argno);
 extern Interval *inbox_arg_lease(FunctionCallInfo fcinfo, int argno);
 extern Interval *inbox_arg_retention(FunctionCallInfo fcinfo, int argno);
 extern Datum inbox_arg_payload(FunctionCallInfo fcinfo, int argno);
+extern Datum inbox_arg_result(FunctionCallInfo fcinfo, int argno);
+extern text *inbox_arg_fingerprint(FunctionCallInfo fcinfo, int argno);
+extern bool inbox_arg_sent_at(FunctionCallInfo fcinfo, int argno,
+							  TimestampTz *sent_at);
 extern text *inbox_arg_last_error(FunctionCallInfo fcinfo, int argno);
 extern const char *inbox_interval_problem(const Interval *value,
 										  int64 max_seconds);

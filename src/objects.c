@@ -84,6 +84,7 @@ static uint64 objects_generation = 0;
 static void objects_invalidate(Datum arg, Oid relid);
 static void objects_invalidate_syscache(Datum arg, int cacheid,
 										uint32 hashvalue);
+static AttrNumber column_of_type(Oid table, const char *name, Oid type);
 static bool objects_equal(const InboxObjects *a, const InboxObjects *b);
 static Oid	index_of_table(const char *name, Oid schema, Oid table);
 static Oid	member_relation(const char *name, Oid schema, Oid extension);
@@ -379,6 +380,21 @@ member_relation(const char *name, Oid schema, Oid extension)
 }
 
 /*
+ * column_of_type
+ *		The attribute number of table's column of this name, if it has
+ *		this type; InvalidAttrNumber otherwise.
+ */
+static AttrNumber
+column_of_type(Oid table, const char *name, Oid type)
+{
+	AttrNumber	attnum = get_attnum(table, name);
+
+	if (attnum == InvalidAttrNumber || get_atttype(table, attnum) != type)
+		return InvalidAttrNumber;
+	return attnum;
+}
+
+/*
  * objects_equal
  *		Do two descriptions name the same objects?  Field by field: a
  *		struct's padding is not copied by assignment, so memcmp could see
@@ -395,6 +411,8 @@ objects_equal(const InboxObjects *a, const InboxObjects *b)
 		a->consumers_oid == b->consumers_oid &&
 		a->table_in_citus == b->table_in_citus &&
 		a->consumers_in_citus == b->consumers_in_citus &&
+		a->result_attnum == b->result_attnum &&
+		a->fingerprint_attnum == b->fingerprint_attnum &&
 		strcmp(NameStr(a->schema_name), NameStr(b->schema_name)) == 0 &&
 		strcmp(NameStr(a->table_name), NameStr(b->table_name)) == 0 &&
 		strcmp(NameStr(a->consumers_name), NameStr(b->consumers_name)) == 0;
@@ -541,6 +559,17 @@ objects_lookup(void)
 											   extension);
 	found.consumers_oid = member_relation(INBOX_CONSUMERS_NAME, schema,
 										  extension);
+
+	/*
+	 * The columns of idempotency keys, both or neither: a table still at
+	 * 1.0.0's SQL has none, and the statements that read them are not run.
+	 */
+	found.result_attnum = column_of_type(table, INBOX_RESULT_COLUMN, JSONBOID);
+	found.fingerprint_attnum = column_of_type(table, INBOX_FINGERPRINT_COLUMN,
+											  TEXTOID);
+	if (found.result_attnum == InvalidAttrNumber ||
+		found.fingerprint_attnum == InvalidAttrNumber)
+		found.result_attnum = found.fingerprint_attnum = InvalidAttrNumber;
 
 	/* Whether their rows are here at all, or in Citus's shards. */
 	found.table_in_citus = inbox_managed_by_citus(table);

@@ -109,11 +109,54 @@ PG_FUNCTION_INFO_V1(inbox_next);
 #define ATTEMPTS_LEFT \
 	" i.attempts" INBOX_LT "(SELECT max_attempts FROM attempts_setting) "
 
+/*
+ * Step 2 of twophase_begin (see the plain SQL there): the upsert that
+ * claims a message or takes it over.  A claim with a fingerprint stores
+ * it with a new marker (columns, values), and takes over only a marker
+ * made without one or with the same (where), so that a mismatch changes
+ * nothing.
+ */
+#define BEGIN_UPSERT(columns, values, where) \
+	"WITH lease_setting AS (" \
+	" SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease)," \
+	" attempts_setting AS (" \
+	" SELECT " CONSUMER_MAX_ATTEMPTS("$2", "$7") " AS max_attempts)" \
+	" INSERT INTO %1$s.inbox AS i" \
+	" (message_id, consumer, state, received_at, token," \
+	"  lease_until, attempts, payload" columns ")" \
+	" SELECT $1, $2, 'claimed', $3, pg_catalog.nextval($8)," \
+	" " INBOX_UTC_PLUS("$3", "s.lease") ", 1, $5" values " FROM lease_setting s" \
+	" ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET" \
+	" state = CASE WHEN" ATTEMPTS_LEFT \
+	"  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END," \
+	" token = CASE WHEN" ATTEMPTS_LEFT \
+	"  THEN GREATEST(pg_catalog.nextval($8), i.token" INBOX_PLUS "1)" \
+	"  ELSE i.token END," \
+	" lease_until = CASE WHEN" ATTEMPTS_LEFT \
+	"  THEN excluded.lease_until END," \
+	" attempts = CASE WHEN" ATTEMPTS_LEFT \
+	"  THEN i.attempts" INBOX_PLUS "1 ELSE i.attempts END," \
+	" processed_at = CASE WHEN" ATTEMPTS_LEFT "THEN NULL ELSE $3 END," \
+	" last_error = CASE" \
+	"  WHEN" ATTEMPTS_LEFT "THEN i.last_error" \
+	"  WHEN i.state" INBOX_EQ "'claimed'" \
+	"  THEN 'lease expired after attempt '" INBOX_CONCAT "i.attempts" \
+	INBOX_CONCAT "' of '" INBOX_CONCAT "(SELECT max_attempts FROM attempts_setting)" \
+	"  ELSE i.last_error END," \
+	" payload = COALESCE(excluded.payload, i.payload)" \
+	" WHERE (i.state" INBOX_EQ "'released'" \
+	" OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3))" where \
+	" RETURNING i.state" INBOX_EQ "'claimed', i.token, i.attempts"
+
 static InboxPlan begin_row_plan;
 static InboxPlan begin_lock_plan;
+static InboxPlan begin_row_results_plan;
+static InboxPlan begin_lock_results_plan;
 static InboxPlan begin_plan;
+static InboxPlan begin_fingerprint_plan;
 static InboxPlan extend_plan;
 static InboxPlan complete_plan;
+static InboxPlan complete_result_plan;
 static InboxPlan completed_plan;
 static InboxPlan fail_plan;
 static InboxPlan next_plan;
@@ -176,21 +219,27 @@ twophase_changed_claim(SPIPlanPtr plan, Datum *values, const char *nulls)
 
 /* The outcome column's values, in InboxTwophaseOutcome order. */
 static const char *const outcome_names[] = {
-	"claimed", "taken_over", "processed", "failed", "busy"
+	"claimed", "taken_over", "processed", "failed", "busy", "mismatch",
+	"expired"
 };
 
 static bool twophase_row_answers(SPIPlanPtr plan, Datum *values,
-								 TimestampTz now, InboxTwophaseBegin *result);
+								 TimestampTz now, text *fingerprint,
+								 InboxTwophaseBegin *result, bool *exists);
 
 /*
  * twophase_row_answers
- *		Read the marker of ($1, $2) with the plan begin_row_plan; true, with
- *		*result, if it is processed, failed or a claim whose lease runs
- *		past now.  False for no marker, a released claim or an expired one.
+ *		Read the marker of ($1, $2) with the plan begin_row_plan (or its
+ *		variant that reads the fingerprint and result as well); true, with
+ *		*result, if it was claimed with another fingerprint than the
+ *		request's (a mismatch, whatever its state), or is processed,
+ *		failed or a claim whose lease runs past now.  False for no marker
+ *		(*exists false), a released claim or an expired one.
  */
 static bool
 twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
-					 InboxTwophaseBegin *result)
+					 text *fingerprint, InboxTwophaseBegin *result,
+					 bool *exists)
 {
 	HeapTuple	row;
 	TupleDesc	desc;
@@ -200,6 +249,7 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 
 	inbox_spi_run(plan, values, NULL, false, 1,
 				  SPI_OK_SELECT, "inbox_begin");
+	*exists = SPI_processed == 1;
 	if (SPI_processed == 0)
 		return false;
 
@@ -209,8 +259,31 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 	lease_until = DatumGetTimestampTz(SPI_getbinval(row, desc, 2, &isnull));
 	if (state == NULL)
 		return false;			/* not as inbox.sql made the table */
+	if (desc->natts >= 4)
+	{
+		bool		fingerprint_null;
+		Datum		claimed = SPI_getbinval(row, desc, 3, &fingerprint_null);
+
+		if (!fingerprint_null &&
+			inbox_fingerprints_differ(DatumGetTextPP(claimed), fingerprint))
+		{
+			result->outcome = INBOX_OUTCOME_MISMATCH;
+			return true;
+		}
+	}
 	if (strcmp(state, "processed") == 0)
+	{
 		result->outcome = INBOX_OUTCOME_PROCESSED;
+		if (desc->natts >= 4)
+		{
+			bool		result_null;
+			Datum		stored = SPI_getbinval(row, desc, 4, &result_null);
+
+			/* out of SPI's memory, which SPI_finish frees */
+			if (!result_null)
+				result->result = SPI_datumTransfer(stored, false, -1);
+		}
+	}
 	else if (strcmp(state, "failed") == 0)
 		result->outcome = INBOX_OUTCOME_FAILED;
 	else if (strcmp(state, "claimed") == 0 && !isnull && lease_until > now)
@@ -262,23 +335,29 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 			   InboxTwophaseBegin *result)
 {
 	static Oid	argtypes[] = {TEXTOID, TEXTOID, TIMESTAMPTZOID, INTERVALOID,
-	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID};
+	JSONBOID, INTERVALOID, INT4OID, REGCLASSOID, TEXTOID};
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	Interval   *lease = inbox_arg_lease(fcinfo, 2);
 	Datum		payload = inbox_arg_payload(fcinfo, 3);
+	text	   *fingerprint = inbox_arg_fingerprint(fcinfo, 4);
+	TimestampTz sent_at = 0;
+	bool		has_sent_at = inbox_arg_sent_at(fcinfo, 5, &sent_at);
 	InboxObjects objects;
 	SPIPlanPtr	row_plan;
 	SPIPlanPtr	lock_plan;
 	SPIPlanPtr	plan;
-	Datum		values[8];
-	char		nulls[8];
+	Datum		values[9];
+	char		nulls[9];
 	TimestampTz now;
 	bool		answered;
+	bool		exists;
 
 	memset(result, 0, sizeof(*result));
 
 	table_close(twophase_open(caller, &objects), NoLock);
+	if (fingerprint != NULL)
+		inbox_results_refused_on_citus(&objects, "a fingerprint");
 	if (objects.table_in_citus)
 	{
 		inbox_citus_begin(&objects, message_id, consumer, lease, payload,
@@ -293,13 +372,27 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	values[1] = PointerGetDatum(consumer);
 	values[2] = TimestampTzGetDatum(now);
 
-	/* 1. A final state answers without a lock, a live claim after FOR SHARE. */
-	row_plan = inbox_plan(&begin_row_plan, &objects,
-						  "SELECT state::pg_catalog.text, lease_until"
-						  " FROM ONLY %1$s.inbox"
-						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
-						  2, argtypes);
-	answered = twophase_row_answers(row_plan, values, now, result);
+	/*
+	 * 1. A final state answers without a lock, a live claim after FOR
+	 * SHARE.  A mismatch needs no lock either: a marker's fingerprint is
+	 * the one it was made with, and never changes.  On a table at 1.1.0's
+	 * SQL the read takes the fingerprint and result too.
+	 */
+	if (inbox_has_results(&objects))
+		row_plan = inbox_plan(&begin_row_results_plan, &objects,
+							  "SELECT state::pg_catalog.text, lease_until,"
+							  " fingerprint, result"
+							  " FROM ONLY %1$s.inbox"
+							  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
+							  2, argtypes);
+	else
+		row_plan = inbox_plan(&begin_row_plan, &objects,
+							  "SELECT state::pg_catalog.text, lease_until"
+							  " FROM ONLY %1$s.inbox"
+							  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
+							  2, argtypes);
+	answered = twophase_row_answers(row_plan, values, now, fingerprint,
+									result, &exists);
 	if (answered && result->outcome == INBOX_OUTCOME_BUSY)
 	{
 		MemoryContext oldcontext = CurrentMemoryContext;
@@ -313,15 +406,25 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		 * error rolls back the caller's transaction, and the
 		 * subtransaction with it.
 		 */
-		lock_plan = inbox_plan(&begin_lock_plan, &objects,
-							   "SELECT state::pg_catalog.text, lease_until"
-							   " FROM ONLY %1$s.inbox"
-							   " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
-							   " FOR SHARE",
-							   2, argtypes);
+		if (inbox_has_results(&objects))
+			lock_plan = inbox_plan(&begin_lock_results_plan, &objects,
+								   "SELECT state::pg_catalog.text, lease_until,"
+								   " fingerprint, result"
+								   " FROM ONLY %1$s.inbox"
+								   " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
+								   " FOR SHARE",
+								   2, argtypes);
+		else
+			lock_plan = inbox_plan(&begin_lock_plan, &objects,
+								   "SELECT state::pg_catalog.text, lease_until"
+								   " FROM ONLY %1$s.inbox"
+								   " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2"
+								   " FOR SHARE",
+								   2, argtypes);
 		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(oldcontext);
-		answered = twophase_row_answers(lock_plan, values, now, result);
+		answered = twophase_row_answers(lock_plan, values, now, fingerprint,
+										result, &exists);
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
@@ -332,6 +435,15 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 		return;
 	}
 	memset(result, 0, sizeof(*result));
+
+	/* A new claim of a message sent before the consumer's floor. */
+	if (!exists && has_sent_at &&
+		inbox_floor_refuses(text_to_cstring(consumer), sent_at))
+	{
+		result->outcome = INBOX_OUTCOME_EXPIRED;
+		SPI_finish();
+		return;
+	}
 
 	/* only a claim draws a token: checked here, not for a read's answer */
 	inbox_tokens_check(objects.token_sequence_oid);
@@ -375,38 +487,15 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	 *	RETURNING i.state = 'claimed', i.token, i.attempts
 	 *----------
 	 */
-	plan = inbox_plan(&begin_plan, &objects,
-					  "WITH lease_setting AS ("
-					  " SELECT " CONSUMER_LEASE("$2", "$4", "$6") " AS lease),"
-					  " attempts_setting AS ("
-					  " SELECT " CONSUMER_MAX_ATTEMPTS("$2", "$7") " AS max_attempts)"
-					  " INSERT INTO %1$s.inbox AS i"
-					  " (message_id, consumer, state, received_at, token,"
-					  "  lease_until, attempts, payload)"
-					  " SELECT $1, $2, 'claimed', $3, pg_catalog.nextval($8),"
-					  " " INBOX_UTC_PLUS("$3", "s.lease") ", 1, $5 FROM lease_setting s"
-					  " ON CONFLICT ON CONSTRAINT " INBOX_KEY_NAME " DO UPDATE SET"
-					  " state = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN 'claimed'::%1$s.inbox_state ELSE 'failed' END,"
-					  " token = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN GREATEST(pg_catalog.nextval($8), i.token" INBOX_PLUS "1)"
-					  "  ELSE i.token END,"
-					  " lease_until = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN excluded.lease_until END,"
-					  " attempts = CASE WHEN" ATTEMPTS_LEFT
-					  "  THEN i.attempts" INBOX_PLUS "1 ELSE i.attempts END,"
-					  " processed_at = CASE WHEN" ATTEMPTS_LEFT "THEN NULL ELSE $3 END,"
-					  " last_error = CASE"
-					  "  WHEN" ATTEMPTS_LEFT "THEN i.last_error"
-					  "  WHEN i.state" INBOX_EQ "'claimed'"
-					  "  THEN 'lease expired after attempt '" INBOX_CONCAT "i.attempts"
-					  INBOX_CONCAT "' of '" INBOX_CONCAT "(SELECT max_attempts FROM attempts_setting)"
-					  "  ELSE i.last_error END,"
-					  " payload = COALESCE(excluded.payload, i.payload)"
-					  " WHERE i.state" INBOX_EQ "'released'"
-					  " OR (i.state" INBOX_EQ "'claimed' AND i.lease_until" INBOX_LE "$3)"
-					  " RETURNING i.state" INBOX_EQ "'claimed', i.token, i.attempts",
-					  8, argtypes);
+	if (fingerprint == NULL)
+		plan = inbox_plan(&begin_plan, &objects,
+						  BEGIN_UPSERT("", "", ""), 8, argtypes);
+	else
+		plan = inbox_plan(&begin_fingerprint_plan, &objects,
+						  BEGIN_UPSERT(", fingerprint", ", $9",
+									   " AND (i.fingerprint IS NULL"
+									   " OR i.fingerprint" INBOX_EQ "$9)"),
+						  9, argtypes);
 
 	values[3] = PointerGetDatum(lease);
 	nulls[3] = lease ? ' ' : 'n';
@@ -415,6 +504,7 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	values[5] = IntervalPGetDatum(inbox_default_lease());
 	values[6] = Int32GetDatum(inbox_max_attempts);
 	values[7] = ObjectIdGetDatum(twophase_token_sequence(&objects));
+	values[8] = PointerGetDatum(fingerprint);
 
 	inbox_spi_run(plan, values, nulls, false, 0,
 				  SPI_OK_INSERT_RETURNING, "inbox_begin");
@@ -436,7 +526,8 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	}
 
 	/* 3. Not taken: the version the upsert locked says why. */
-	else if (!twophase_row_answers(row_plan, values, now, result))
+	else if (!twophase_row_answers(row_plan, values, now, fingerprint, result,
+								   &exists))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("marker of message \"%s\" for consumer \"%s\" is in a state inbox_begin cannot take",
@@ -495,9 +586,16 @@ inbox_begin(PG_FUNCTION_ARGS)
  *	busy		a live claim holds it, possibly this consumer's own earlier
  *				delivery: do not ack; deliver it again after retry_after,
  *				the lease its holder had left
+ *	mismatch	the key was claimed with another fingerprint than this
+ *				call's (whatever the marker's state): another request
+ *				reused the key; nothing changed
+ *	expired		new, but sent_at is below the consumer's floor: nothing
+ *				changed
  *
  * token is NULL unless this call holds the claim; retry_after is NULL
- * unless busy.  One row with a text outcome, rather than an enum or a
+ * unless busy; result is the stored result of a processed marker (NULL if
+ * none).  fingerprint NULL: the call is not checked; a marker stored
+ * without one is not checked against (result.c).  One row with a text outcome, rather than an enum or a
  * NULL-coded token, because every client library reads a row of text,
  * bigint and interval without any type registration (psycopg: a tuple with
  * a timedelta; node-postgres: an object; JDBC: getString, getLong,
@@ -508,8 +606,8 @@ inbox_begin_outcome(PG_FUNCTION_ARGS)
 {
 	InboxTwophaseBegin result;
 	TupleDesc	desc;
-	Datum		columns[3];
-	bool		isnull[3] = {false, true, true};
+	Datum		columns[4];
+	bool		isnull[4] = {false, true, true, true};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "inbox_begin_outcome must return a composite type");
@@ -526,6 +624,12 @@ inbox_begin_outcome(PG_FUNCTION_ARGS)
 	{
 		columns[2] = IntervalPGetDatum(&result.retry_after);
 		isnull[2] = false;
+	}
+	/* 1.0.0's SQL declares three columns, without the result */
+	if (desc->natts >= 4 && result.result != (Datum) 0)
+	{
+		columns[3] = result.result;
+		isnull[3] = false;
 	}
 	desc = BlessTupleDesc(desc);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, columns, isnull)));
@@ -580,40 +684,56 @@ inbox_extend(PG_FUNCTION_ARGS)
 }
 
 /*
- * inbox_complete(message_id text, consumer text, token bigint) returns boolean
+ * inbox_complete(message_id text, consumer text, token bigint,
+ *				  result jsonb) returns boolean
  *
- * Marks the claim processed if token is current.  Repeating the completion
- * with the token that completed it answers true again, because the first
- * reply may have been lost; any other token answers false.
+ * Marks the claim processed if token is current, with its result if one is
+ * given (a duplicate's begin returns it).  Repeating the completion with
+ * the token that completed it answers true again, because the first reply
+ * may have been lost, and changes nothing; any other token answers false.
+ * Called with three arguments by a database still at 1.0.0's SQL.
  */
 Datum
 inbox_complete(PG_FUNCTION_ARGS)
 {
-	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID};
+	static Oid	argtypes[] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID,
+	JSONBOID};
 	text	   *message_id = inbox_arg_message_id(fcinfo, 0);
 	text	   *consumer = inbox_arg_consumer(fcinfo, 1);
 	int64		token = inbox_arg_token(fcinfo, 2);
+	Datum		result = inbox_arg_result(fcinfo, 3);
 	InboxObjects objects;
 	SPIPlanPtr	plan;
-	Datum		values[4];
+	Datum		values[5];
 	bool		completed;
 
 	table_close(twophase_open("inbox_complete()", &objects), NoLock);
+	if (result != (Datum) 0)
+		inbox_results_refused_on_citus(&objects, "a result");
 	if (objects.table_in_citus)
 		PG_RETURN_BOOL(inbox_citus_complete(&objects, message_id, consumer,
 											token));
 
 	SPI_connect();
-	plan = inbox_plan(&complete_plan, &objects,
-					  "UPDATE ONLY %1$s.inbox"
-					  " SET state = 'processed', processed_at = $4, lease_until = NULL"
-					  CLAIM_WITH_TOKEN STATE_IS("claimed"),
-					  4, argtypes);
+	if (result == (Datum) 0)
+		plan = inbox_plan(&complete_plan, &objects,
+						  "UPDATE ONLY %1$s.inbox"
+						  " SET state = 'processed', processed_at = $4, lease_until = NULL"
+						  CLAIM_WITH_TOKEN STATE_IS("claimed"),
+						  4, argtypes);
+	else
+		plan = inbox_plan(&complete_result_plan, &objects,
+						  "UPDATE ONLY %1$s.inbox"
+						  " SET state = 'processed', processed_at = $4, lease_until = NULL,"
+						  " result = $5"
+						  CLAIM_WITH_TOKEN STATE_IS("claimed"),
+						  5, argtypes);
 
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
 	values[2] = Int64GetDatum(token);
 	values[3] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[4] = result;
 
 	completed = twophase_changed_claim(plan, values, NULL);
 

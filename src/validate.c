@@ -21,6 +21,8 @@
 
 static void check_key(text *value, const char *what, int max_bytes,
 					  int element);
+static Datum arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *what,
+					   int max_bytes, const char *hint);
 
 /*
  * check_key
@@ -227,25 +229,90 @@ inbox_arg_retention(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * arg_jsonb
+ *		Fetch and check an optional jsonb argument of at most max_bytes,
+ *		named what, with hint for a larger one: (Datum) 0 when NULL.
+ */
+static Datum
+arg_jsonb(FunctionCallInfo fcinfo, int argno, const char *what, int max_bytes,
+		  const char *hint)
+{
+	struct varlena *value;
+
+	if (PG_ARGISNULL(argno))
+		return (Datum) 0;
+	value = PG_GETARG_VARLENA_PP(argno);
+	if (VARSIZE_ANY_EXHDR(value) > max_bytes)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s is too large", what),
+				 errdetail("It is %zu bytes; the limit is %d bytes.",
+						   VARSIZE_ANY_EXHDR(value), max_bytes),
+				 errhint("%s", hint)));
+	return PointerGetDatum(value);
+}
+
+/*
  * inbox_arg_payload
  *		Fetch and check an optional jsonb payload: (Datum) 0 when NULL.
  */
 Datum
 inbox_arg_payload(FunctionCallInfo fcinfo, int argno)
 {
-	struct varlena *payload;
+	return arg_jsonb(fcinfo, argno, "payload", INBOX_PAYLOAD_MAX_BYTES,
+					 "Keep large message bodies elsewhere and store their key in the payload.");
+}
 
-	if (PG_ARGISNULL(argno))
+/*
+ * inbox_arg_result
+ *		Fetch and check an optional jsonb result: (Datum) 0 when NULL, or
+ *		when the argument is absent (a function still at 1.0.0's SQL).
+ */
+Datum
+inbox_arg_result(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_NARGS() <= argno)
 		return (Datum) 0;
-	payload = PG_GETARG_VARLENA_PP(argno);
-	if (VARSIZE_ANY_EXHDR(payload) > INBOX_PAYLOAD_MAX_BYTES)
+	return arg_jsonb(fcinfo, argno, "result", INBOX_RESULT_MAX_BYTES,
+					 "Keep large results elsewhere and store their key in the result.");
+}
+
+/*
+ * inbox_arg_fingerprint
+ *		Fetch and check an optional request fingerprint: NULL when NULL
+ *		(the claim is not checked) or absent.
+ *
+ * Empty is refused: it cannot be a hash of anything, only a client's bug,
+ * and taken as one it would make every other request a mismatch.
+ */
+text *
+inbox_arg_fingerprint(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *fingerprint;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return NULL;
+	fingerprint = PG_GETARG_TEXT_PP(argno);
+	check_key(fingerprint, "fingerprint", INBOX_FINGERPRINT_MAX_BYTES, 0);
+	return fingerprint;
+}
+
+/*
+ * inbox_arg_sent_at
+ *		Fetch an optional sent_at: false when NULL or absent.  Infinite
+ *		times say nothing about when a message was sent, and are refused.
+ */
+bool
+inbox_arg_sent_at(FunctionCallInfo fcinfo, int argno, TimestampTz *sent_at)
+{
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return false;
+	*sent_at = PG_GETARG_TIMESTAMPTZ(argno);
+	if (TIMESTAMP_NOT_FINITE(*sent_at))
 		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("payload is too large"),
-				 errdetail("It is %zu bytes; the limit is %d bytes.",
-						   VARSIZE_ANY_EXHDR(payload), INBOX_PAYLOAD_MAX_BYTES),
-				 errhint("Keep large message bodies elsewhere and store their key in the payload.")));
-	return PointerGetDatum(payload);
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sent_at must be a finite time")));
+	return true;
 }
 
 /*

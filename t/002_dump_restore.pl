@@ -20,6 +20,10 @@ $node->safe_psql('source', q{
 	SELECT count(*) FROM inbox_claim_many(ARRAY['b-1', 'b-2', 'b-3'], 'audit');
 	SELECT inbox_configure('email', max_attempts => 7);
 	SELECT inbox_begin('e-' || g, 'email') FROM generate_series(1, 5) g;
+	BEGIN;
+	SELECT * FROM inbox_claim_outcome('k-1', 'api', 'fp-1');
+	SELECT inbox_set_result('k-1', 'api', '{"order": 1}');
+	COMMIT;
 });
 my $max_id = $node->safe_psql('source', 'SELECT max(id) FROM inbox');
 my $max_token = $node->safe_psql('source', 'SELECT max(token) FROM inbox');
@@ -33,7 +37,7 @@ $node->command_ok([ 'pg_restore', '-d', 'restored', $dump ],
 
 is( $node->safe_psql('restored',
 		'SELECT count(*), max(id), count(DISTINCT consumer) FROM inbox'),
-	"108|$max_id|3",
+	"109|$max_id|4",
 	'every marker is restored');
 is($node->safe_psql('restored', 'SELECT consumer, max_attempts FROM inbox_consumers'),
 	'email|7', 'consumer settings are restored');
@@ -62,6 +66,14 @@ is( $node->safe_psql(
 	"t\nt",
 	'restored claims hold, and new tokens continue past the restored ones');
 
+is( $node->safe_psql(
+		'restored', q{
+		SELECT * FROM inbox_claim_outcome('k-1', 'api', 'fp-1');
+		SELECT * FROM inbox_claim_outcome('k-1', 'api', 'fp-2');
+	}),
+	"processed|{\"order\": 1}\nmismatch|",
+	'restored idempotency keys keep their result and fingerprint');
+
 # A plain-format dump restores through psql just as well.
 my $plain = $node->basedir . '/source.sql';
 $node->command_ok([ 'pg_dump', '-f', $plain, '-d', 'source' ],
@@ -71,8 +83,8 @@ $node->command_ok(
 	[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'restored_plain', '-f', $plain ],
 	'plain dump restores');
 is( $node->safe_psql('restored_plain',
-		q{SELECT count(*), inbox_claim('m-50', 'credit') FROM inbox}),
-	'108|f',
+		q{SELECT count(*), inbox_claim('m-50', 'credit'), inbox_result('k-1', 'api') FROM inbox}),
+	'109|f|{"order": 1}',
 	'plain restore keeps markers');
 
 done_testing();

@@ -123,6 +123,17 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 	$node->safe_psql($db, q{SELECT inbox_claim('m-1', 'credit')});
 	my $old_token = $node->safe_psql($db, q{SELECT inbox_begin('t-1', 'mail', lease => '1 hour')});
 
+	# This library with that release's SQL, before the update: the
+	# functions whose signatures changed work as they were declared (no
+	# result column, three arguments), on a table without the new columns.
+	is($node->safe_psql($db, q{SELECT * FROM inbox_begin_outcome('t-0', 'mail')}) =~ /^claimed\|\d+\|$/ ? 1 : 0,
+		1, "$from: inbox_begin_outcome as $from declared it, before the update");
+	my $t0 = $node->safe_psql($db, q{SELECT token FROM inbox WHERE message_id = 't-0'});
+	is($node->safe_psql($db, "SELECT inbox_complete('t-0', 'mail', $t0)"), 't',
+		"$from: inbox_complete with three arguments, before the update");
+	is($node->safe_psql($db, q{SELECT * FROM inbox_begin_outcome('t-0', 'mail')}), 'processed||',
+		"$from: a processed marker's outcome, before the update");
+
 	$node->safe_psql($db, 'ALTER EXTENSION inbox UPDATE');
 	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'inbox'"),
 		$current, "$from: updated to $current");
@@ -134,6 +145,54 @@ foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
 		"$from: the claim begun before the update completes with its token");
 	ok($node->safe_psql($db, q{SELECT inbox_begin('t-2', 'mail')}) > $old_token,
 		"$from: a token drawn after the update is above every token before it");
+	# Idempotency keys on markers made before the update: no result, no
+	# fingerprint, so not checked; the new ones store and return theirs.
+	is($node->safe_psql($db, q{SELECT * FROM inbox_claim_outcome('m-1', 'credit', 'fp')}), 'processed|',
+		"$from: a marker made before the update is processed, not checked");
+	is($node->safe_psql($db, q{SELECT * FROM inbox_begin_outcome('t-1', 'mail', fingerprint => 'fp')}),
+		'processed|||', "$from: a claim completed across the update has no result");
+	my $t3 = $node->safe_psql($db, q{SELECT token FROM inbox_begin_outcome('t-3', 'mail', fingerprint => 'fp')});
+	$node->safe_psql($db, qq{SELECT inbox_complete('t-3', 'mail', $t3, '{"ok": true}')});
+	is($node->safe_psql($db, q{SELECT inbox_result('t-3', 'mail')}), '{"ok": true}',
+		"$from: a result stored after the update");
+	is($node->safe_psql($db, q{SELECT outcome FROM inbox_begin_outcome('t-3', 'mail', fingerprint => 'other')}),
+		'mismatch', "$from: a fingerprint checked after the update");
+}
+
+# The roles granted EXECUTE on a function the update drops and creates
+# again (a new signature) keep it on the new one, with its grant option;
+# no one else gets it.
+$node->safe_psql('postgres', 'CREATE ROLE regress_worker; CREATE ROLE "Mixed Case"; CREATE ROLE regress_other');
+foreach my $from (grep { version_key($_) lt version_key($current) } @releases)
+{
+	my $db = "grants_" . ($from =~ s/\./_/gr);
+
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION inbox VERSION '$from';
+		GRANT EXECUTE ON FUNCTION inbox_complete(text, text, bigint) TO regress_worker;
+		GRANT EXECUTE ON FUNCTION inbox_begin_outcome(text, text, interval, jsonb)
+			TO regress_worker, "Mixed Case" WITH GRANT OPTION;
+	});
+	$node->safe_psql($db, 'ALTER EXTENSION inbox UPDATE');
+	is( $node->safe_psql($db, q{
+		SELECT r, f, has_function_privilege(r, f, 'EXECUTE'),
+			   has_function_privilege(r, f, 'EXECUTE WITH GRANT OPTION')
+		FROM unnest(ARRAY['regress_worker', 'Mixed Case', 'regress_other', 'public']) r,
+			 unnest(ARRAY['inbox_complete(text, text, bigint, jsonb)',
+						  'inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)']) f
+		ORDER BY 1, 2}),
+		join("\n",
+			'Mixed Case|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|t|t',
+			'Mixed Case|inbox_complete(text, text, bigint, jsonb)|f|f',
+			'public|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|f|f',
+			'public|inbox_complete(text, text, bigint, jsonb)|f|f',
+			'regress_other|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|f|f',
+			'regress_other|inbox_complete(text, text, bigint, jsonb)|f|f',
+			'regress_worker|inbox_begin_outcome(text, text, interval, jsonb, text, timestamptz)|t|t',
+			'regress_worker|inbox_complete(text, text, bigint, jsonb)|t|f'),
+		"$from: the grants on the functions the update replaced carry over");
+	$node->safe_psql('postgres', "DROP DATABASE $db");
 }
 
 $node->stop;
