@@ -64,11 +64,14 @@
 #include "nodes/parsenodes.h"
 #include "parser/parse_func.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -115,6 +118,9 @@ static void wait_begin(Datum *args, bool *argnulls, MemoryContext keep,
 					   WaitAnswer *answer);
 static bool wait_holder_live(text *message_id, text *consumer,
 							 TimestampTz now, TimestampTz *lease_until);
+static bool wait_bound_locks(TimestampTz deadline);
+static void wait_look(Datum *args, bool *argnulls, MemoryContext keep,
+					  TimestampTz deadline, WaitAnswer *answer);
 static Interval *wait_arg_bound(FunctionCallInfo fcinfo);
 
 /*
@@ -270,6 +276,105 @@ wait_holder_live(text *message_id, text *consumer, TimestampTz now,
 }
 
 /*
+ * wait_bound_locks
+ *		Bound the lock waits of the current transaction by the time left
+ *		until deadline (SET LOCAL lock_timeout), unless the caller's own
+ *		lock_timeout is shorter; true if it did.
+ *
+ * A look waits for a transaction changing the marker (the begin reads a
+ * live claim FOR SHARE, and its upsert waits for the row): a holder whose
+ * completion stays uncommitted would keep the waiter, and its snapshot,
+ * past its bound.  The setting ends with the look's transaction.
+ */
+static bool
+wait_bound_locks(TimestampTz deadline)
+{
+	long		left_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														  deadline);
+	char		value[32];
+
+	left_ms = Max(left_ms, 1);	/* 0 would turn the timeout off */
+	if (LockTimeout > 0 && LockTimeout <= left_ms)
+		return false;
+	snprintf(value, sizeof(value), "%ld", left_ms);
+	(void) set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	return true;
+}
+
+/*
+ * wait_look
+ *		The begin, its lock waits bounded by deadline: a lock timeout of
+ *		ours answers busy, as the bound does, with the lease the holder has
+ *		left (zero if it has run out: the holder's transaction in flight
+ *		decides, so look again at once).
+ *
+ * The begin runs in a subtransaction, so that the timeout's error rolls
+ * back only the begin; any other error propagates as it was raised (and
+ * rolls back the CALL's transaction, as a direct call's would).
+ */
+static void
+wait_look(Datum *args, bool *argnulls, MemoryContext keep,
+		  TimestampTz deadline, WaitAnswer *answer)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		bounded = wait_bound_locks(deadline);
+	int			level = GetCurrentTransactionNestLevel();
+	TimestampTz now;
+	TimestampTz lease_until;
+	Interval   *left;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		wait_begin(args, argnulls, keep, answer);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		if (!bounded || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+
+		/*
+		 * The begin may have been in a subtransaction of its own (the read
+		 * FOR SHARE), which the error left open: roll back to ours, then
+		 * ours.
+		 */
+		while (GetCurrentTransactionNestLevel() > level)
+			RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+
+		now = GetCurrentTimestamp();
+		if (!wait_holder_live(DatumGetTextPP(args[0]), DatumGetTextPP(args[1]),
+							  now, &lease_until))
+			lease_until = now;
+		left = DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
+													 TimestampTzGetDatum(lease_until),
+													 TimestampTzGetDatum(now)));
+		oldcontext = MemoryContextSwitchTo(keep);
+		memset(answer, 0, sizeof(*answer));
+		answer->columns[0] = CStringGetTextDatum("busy");
+		answer->columns[2] = datumCopy(IntervalPGetDatum(left), false,
+									   sizeof(Interval));
+		answer->isnull[1] = answer->isnull[3] = true;
+		answer->busy = true;
+		MemoryContextSwitchTo(oldcontext);
+	}
+	PG_END_TRY();
+}
+
+/*
  * inbox_begin_wait(message_id text, consumer text, wait interval,
  *					lease interval, payload jsonb, fingerprint text,
  *					INOUT outcome text, INOUT token bigint,
@@ -342,7 +447,7 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 													   IntervalPGetDatum(wait)));
 
 	SPI_connect_ext(SPI_OPT_NONATOMIC);
-	wait_begin(args, argnulls, keep, &answer);
+	wait_look(args, argnulls, keep, deadline, &answer);
 	while (answer.busy && GetCurrentTimestamp() < deadline)
 	{
 		TimestampTz now;
@@ -362,6 +467,7 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 		sleep_ms = Min(sleep_ms * 2, WAIT_POLL_MAX_MS);
 
 		now = GetCurrentTimestamp();
+		(void) wait_bound_locks(deadline);
 		if (now < deadline &&
 			wait_holder_live(message_id, consumer, now, &lease_until))
 		{
@@ -372,7 +478,7 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 		}
 
 		/* The claim changed, or the bound is reached: the begin decides. */
-		wait_begin(args, argnulls, keep, &answer);
+		wait_look(args, argnulls, keep, deadline, &answer);
 	}
 	SPI_finish();
 

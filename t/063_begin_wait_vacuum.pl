@@ -3,6 +3,10 @@
 # rows deleted after the wait began (a function that waited, holding its
 # statement's snapshot, would keep them until it returned).  Then the
 # holder completes and the waiter returns processed.
+#
+# And no holder keeps it past its bound: a completion left uncommitted
+# holds the marker's row, which the waiter's look waits for, but only
+# until the bound; the waiter answers busy, and its session is sound.
 use strict;
 use warnings;
 
@@ -59,5 +63,31 @@ is( $node->safe_psql('postgres', q{
 $waiter->finish;
 is($out, "processed|||\n", 'the waiter returns processed');
 is($err, '', 'the waiter reports no error');
+
+# A holder's completion, uncommitted, in a psql of its own.
+$node->safe_psql('postgres', q{SELECT inbox_begin('m-2', 'email', interval '5 minutes')});
+my ($in, $held, $held_err) = ('', '', '');
+my $holder = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
+	'<', \$in, '>', \$held, '2>', \$held_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+$in .= "BEGIN;\nSELECT inbox_complete('m-2', 'email', token) FROM inbox WHERE message_id = 'm-2';\n";
+$holder->pump until $held =~ /^t$/m;
+
+my $started = time;
+like(
+	$node->safe_psql('postgres', q{
+		CALL inbox_begin_wait('m-2', 'email', wait => '500 ms');
+		SELECT now() = statement_timestamp() AS own_transaction;
+	}, timeout => 60),
+	qr/^busy\|\|\d\d:\d\d:\d\d[.\d]*\|\nt$/,
+	'a completion in flight past the bound: busy at the bound, and the next statement has a transaction of its own');
+ok(time - $started < 30, 'the waiter did not wait for the holder\'s transaction');
+
+$in .= "COMMIT;\n";
+$holder->finish;
+is( $node->safe_psql('postgres',
+		q{CALL inbox_begin_wait('m-2', 'email', wait => '5 s')}),
+	'processed|||', 'once it commits, the waiter is told processed');
 
 done_testing();
