@@ -43,11 +43,20 @@
  * transaction callback in every completion, and a wake-up of every waiter
  * for every completion; a look costs one index read.
  *
+ * A look can also wait for a lock: the begin waits for a transaction
+ * changing the marker (a completion in flight), and its snapshot with it.
+ * So each look's lock waits end at the bound (lock_timeout, set for the
+ * look's transaction only), and the answer is then busy, as at the bound:
+ * a holder that leaves its completion uncommitted cannot keep a waiter.
+ *
  * The sleep is a latch wait: a cancel, statement_timeout (which the
  * internal commits leave armed: it covers the whole CALL) and
  * postmaster death interrupt it.  A cancel aborts only the look in
- * progress; the looks before it committed nothing but reads (a busy begin
- * writes nothing), so the marker is as the holder left it.
+ * progress; the looks before it changed no marker (a busy begin changes
+ * nothing), so the marker is as the holder left it.
+ *
+ * Behind a pooler in transaction mode (PgBouncer), the CALL holds its
+ * server connection for the whole wait, as any statement does.
  *
  *-------------------------------------------------------------------------
  */
@@ -110,6 +119,8 @@ typedef struct WaitAnswer
 										 * result */
 	bool		isnull[WAIT_NCOLUMNS];
 	bool		busy;
+	TimestampTz lease_until;	/* when busy: the end of the holder's lease,
+								 * as last seen */
 } WaitAnswer;
 
 static InboxPlan holder_plan;
@@ -120,7 +131,10 @@ static bool wait_holder_live(text *message_id, text *consumer,
 							 TimestampTz now, TimestampTz *lease_until);
 static bool wait_bound_locks(TimestampTz deadline);
 static void wait_look(Datum *args, bool *argnulls, MemoryContext keep,
-					  TimestampTz deadline, WaitAnswer *answer);
+					  TimestampTz deadline, bool read_first,
+					  WaitAnswer *answer);
+static void wait_answer_busy(MemoryContext keep, TimestampTz lease_until,
+							 WaitAnswer *answer);
 static Interval *wait_arg_bound(FunctionCallInfo fcinfo);
 
 /*
@@ -224,6 +238,38 @@ wait_begin(Datum *args, bool *argnulls, MemoryContext keep,
 	MemoryContextSwitchTo(oldcontext);
 	answer->busy = !answer->isnull[0] &&
 		strcmp(TextDatumGetCString(answer->columns[0]), "busy") == 0;
+	if (answer->busy && !answer->isnull[2])
+		answer->lease_until = DatumGetTimestampTz(
+			DirectFunctionCall2(timestamptz_pl_interval,
+								TimestampTzGetDatum(GetCurrentTimestamp()),
+								answer->columns[2]));
+}
+
+/*
+ * wait_answer_busy
+ *		Make *answer busy, with the lease left until lease_until (zero if
+ *		it has run out), in keep.
+ */
+static void
+wait_answer_busy(MemoryContext keep, TimestampTz lease_until,
+				 WaitAnswer *answer)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Interval   *left;
+	MemoryContext oldcontext;
+
+	left = DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
+												 TimestampTzGetDatum(Max(lease_until, now)),
+												 TimestampTzGetDatum(now)));
+	oldcontext = MemoryContextSwitchTo(keep);
+	memset(answer, 0, sizeof(*answer));
+	answer->columns[0] = CStringGetTextDatum("busy");
+	answer->columns[2] = datumCopy(IntervalPGetDatum(left), false,
+								   sizeof(Interval));
+	answer->isnull[1] = answer->isnull[3] = true;
+	answer->busy = true;
+	answer->lease_until = lease_until;
+	MemoryContextSwitchTo(oldcontext);
 }
 
 /*
@@ -304,32 +350,39 @@ wait_bound_locks(TimestampTz deadline)
 
 /*
  * wait_look
- *		The begin, its lock waits bounded by deadline: a lock timeout of
- *		ours answers busy, as the bound does, with the lease the holder has
- *		left (zero if it has run out: the holder's transaction in flight
- *		decides, so look again at once).
+ *		One look, in the current transaction, its lock waits bounded by
+ *		deadline: with read_first, a read of the marker, which answers busy
+ *		while the claim is live (and before deadline); otherwise, or then,
+ *		the begin.  A lock timeout of ours answers busy, as the bound does,
+ *		with the lease the holder had left when last seen.
  *
- * The begin runs in a subtransaction, so that the timeout's error rolls
- * back only the begin; any other error propagates as it was raised (and
+ * The look runs in a subtransaction, so that the timeout's error rolls
+ * back only the look; any other error propagates as it was raised (and
  * rolls back the CALL's transaction, as a direct call's would).
  */
 static void
 wait_look(Datum *args, bool *argnulls, MemoryContext keep,
-		  TimestampTz deadline, WaitAnswer *answer)
+		  TimestampTz deadline, bool read_first, WaitAnswer *answer)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	bool		bounded = wait_bound_locks(deadline);
 	int			level = GetCurrentTransactionNestLevel();
-	TimestampTz now;
-	TimestampTz lease_until;
-	Interval   *left;
+	TimestampTz last_lease_until = answer->lease_until;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
 	PG_TRY();
 	{
-		wait_begin(args, argnulls, keep, answer);
+		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz lease_until;
+
+		if (read_first && now < deadline &&
+			wait_holder_live(DatumGetTextPP(args[0]), DatumGetTextPP(args[1]),
+							 now, &lease_until))
+			wait_answer_busy(keep, lease_until, answer);
+		else
+			wait_begin(args, argnulls, keep, answer);
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
@@ -338,38 +391,24 @@ wait_look(Datum *args, bool *argnulls, MemoryContext keep,
 	{
 		ErrorData  *edata;
 
+		/*
+		 * Roll back to the look's level before anything else, rethrowing
+		 * too: the begin may have been in a subtransaction of its own (the
+		 * read FOR SHARE), which the error left open, and an error that
+		 * left ours open would abort only it, leaving the CALL's
+		 * transaction behind as an aborted block.
+		 */
 		MemoryContextSwitchTo(oldcontext);
 		edata = CopyErrorData();
-		if (!bounded || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			PG_RE_THROW();
 		FlushErrorState();
-		FreeErrorData(edata);
-
-		/*
-		 * The begin may have been in a subtransaction of its own (the read
-		 * FOR SHARE), which the error left open: roll back to ours, then
-		 * ours.
-		 */
 		while (GetCurrentTransactionNestLevel() > level)
 			RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-
-		now = GetCurrentTimestamp();
-		if (!wait_holder_live(DatumGetTextPP(args[0]), DatumGetTextPP(args[1]),
-							  now, &lease_until))
-			lease_until = now;
-		left = DatumGetIntervalP(DirectFunctionCall2(timestamp_mi,
-													 TimestampTzGetDatum(lease_until),
-													 TimestampTzGetDatum(now)));
-		oldcontext = MemoryContextSwitchTo(keep);
-		memset(answer, 0, sizeof(*answer));
-		answer->columns[0] = CStringGetTextDatum("busy");
-		answer->columns[2] = datumCopy(IntervalPGetDatum(left), false,
-									   sizeof(Interval));
-		answer->isnull[1] = answer->isnull[3] = true;
-		answer->busy = true;
-		MemoryContextSwitchTo(oldcontext);
+		if (!bounded || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		wait_answer_busy(keep, last_lease_until, answer);
 	}
 	PG_END_TRY();
 }
@@ -447,18 +486,21 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 													   IntervalPGetDatum(wait)));
 
 	SPI_connect_ext(SPI_OPT_NONATOMIC);
-	wait_look(args, argnulls, keep, deadline, &answer);
+	memset(&answer, 0, sizeof(answer));
+	wait_look(args, argnulls, keep, deadline, false, &answer);
 	while (answer.busy && GetCurrentTimestamp() < deadline)
 	{
-		TimestampTz now;
-		TimestampTz lease_until;
+		long		lease_ms;
 
 		/* The look's reads end here: nothing is held while it sleeps. */
 		SPI_commit();
 
+		/* Sleep no longer than the holder's lease, or the bound. */
+		lease_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+												   answer.lease_until);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(sleep_ms,
+						 Min(Min(sleep_ms, lease_ms),
 							 TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 															 deadline)),
 						 PG_WAIT_EXTENSION);
@@ -466,19 +508,8 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 		sleep_ms = Min(sleep_ms * 2, WAIT_POLL_MAX_MS);
 
-		now = GetCurrentTimestamp();
-		(void) wait_bound_locks(deadline);
-		if (now < deadline &&
-			wait_holder_live(message_id, consumer, now, &lease_until))
-		{
-			/* still held: wake when its lease runs out, if sooner */
-			sleep_ms = Min(sleep_ms,
-						   TimestampDifferenceMilliseconds(now, lease_until));
-			continue;
-		}
-
-		/* The claim changed, or the bound is reached: the begin decides. */
-		wait_look(args, argnulls, keep, deadline, &answer);
+		/* Still held, a read says; else (or at the bound) the begin. */
+		wait_look(args, argnulls, keep, deadline, true, &answer);
 	}
 	SPI_finish();
 

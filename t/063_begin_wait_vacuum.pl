@@ -7,6 +7,7 @@
 # And no holder keeps it past its bound: a completion left uncommitted
 # holds the marker's row, which the waiter's look waits for, but only
 # until the bound; the waiter answers busy, and its session is sound.
+# Nor a lock on the whole table.
 use strict;
 use warnings;
 
@@ -89,5 +90,33 @@ $holder->finish;
 is( $node->safe_psql('postgres',
 		q{CALL inbox_begin_wait('m-2', 'email', wait => '5 s')}),
 	'processed|||', 'once it commits, the waiter is told processed');
+
+# A lock on the whole table (LOCK TABLE, an ALTER TABLE) taken while the
+# waiter sleeps and held past its bound: its next looks wait for it, but
+# only until the bound; busy, with the lease it saw.
+$node->safe_psql('postgres', q{SELECT inbox_begin('m-3', 'email', interval '5 minutes')});
+($out, $err) = ('', '');
+$waiter = IPC::Run::start(
+	[ 'psql', '-XAt', '-d',
+	  $node->connstr('postgres') . ' application_name=inbox-waiter', '-c',
+	  "CALL inbox_begin_wait('m-3', 'email', wait => '2 s')" ],
+	'>', \$out, '2>', \$err);
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE application_name = 'inbox-waiter' AND wait_event_type = 'Extension'
+}) or die 'the waiter never slept';
+($in, $held, $held_err) = ('', '', '');
+$holder = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
+	'<', \$in, '>', \$held, '2>', \$held_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+$in .= "BEGIN;\nLOCK TABLE inbox;\nSELECT 'locked';\n";
+$holder->pump until $held =~ /^locked$/m;
+$waiter->finish;
+like($out, qr/^busy\|\|00:04:\d\d[.\d]*\|\n$/,
+	'a table lock held past the bound: busy at the bound, with the lease it saw');
+is($err, '', 'the waiter reports no error');
+$in .= "COMMIT;\n";
+$holder->finish;
 
 done_testing();
