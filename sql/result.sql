@@ -99,6 +99,20 @@ SELECT inbox_claim('order-6', 'api');
 SELECT inbox_set_result('order-6', 'api', '6');
 COMMIT;
 SELECT inbox_result('order-6', 'api');
+-- A large result (stored out of line, compressed or not) comes back whole.
+BEGIN;
+SELECT * FROM inbox_claim_outcome('order-big', 'api', 'fp-big');
+SELECT inbox_set_result('order-big', 'api',
+	(SELECT jsonb_agg(md5(g::text)) FROM generate_series(1, 20000) g));
+COMMIT;
+SELECT octet_length(result::text) > 500000 AS large,
+	   md5(result::text) = (SELECT md5(jsonb_agg(md5(g::text))::text) FROM generate_series(1, 20000) g) AS whole
+FROM inbox_claim_outcome('order-big', 'api', 'fp-big');
+SELECT md5(inbox_result('order-big', 'api')::text) = md5(result::text) AS same_by_key
+FROM inbox WHERE message_id = 'order-big';
+SELECT md5(b.result::text) = md5(i.result::text) AS same_by_begin
+FROM inbox_begin_outcome('order-big', 'api', fingerprint => 'fp-big') b, inbox i
+WHERE i.message_id = 'order-big';
 -- Bad arguments.
 SELECT inbox_set_result('order-5', 'api', NULL);
 SELECT inbox_set_result('order-5', 'api', jsonb_build_object('big', repeat('x', 1024 * 1024)));

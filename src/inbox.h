@@ -433,6 +433,7 @@ extern void inbox_marker_read(const InboxObjects *objects, text *message_id,
 							  text *consumer, bool latest,
 							  InboxMarker *marker);
 extern bool inbox_fingerprints_differ(text *claimed, text *asked);
+extern Datum inbox_result_transfer(Datum value);
 
 /* citus.c */
 extern int32 inbox_citus_group(void);

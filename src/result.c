@@ -96,6 +96,19 @@ results_required(const InboxObjects *objects, const char *what)
 }
 
 /*
+ * inbox_result_transfer
+ *		A result that a statement read, detoasted, copied out of SPI's
+ *		memory into the caller's (SPI_datumTransfer): a pointer to its
+ *		toasted value must not outlive the statement's snapshot.
+ */
+Datum
+inbox_result_transfer(Datum value)
+{
+	return SPI_datumTransfer(PointerGetDatum(PG_DETOAST_DATUM(value)),
+							 false, -1);
+}
+
+/*
  * inbox_fingerprints_differ
  *		Is a claim that asked with fingerprint asked a mismatch for a marker
  *		claimed with fingerprint claimed?  Only when both are given and
@@ -165,7 +178,7 @@ inbox_marker_read(const InboxObjects *objects, text *message_id,
 			marker->fingerprint = DatumGetTextPP(SPI_datumTransfer(value, false, -1));
 		value = SPI_getbinval(row, desc, 2, &isnull);
 		if (!isnull)
-			marker->result = SPI_datumTransfer(value, false, -1);
+			marker->result = inbox_result_transfer(value);
 	}
 	SPI_finish();
 }
@@ -330,7 +343,7 @@ inbox_result(PG_FUNCTION_ARGS)
 										  SPI_tuptable->tupdesc, 1, &isnull);
 
 		if (!isnull)
-			result = SPI_datumTransfer(value, false, -1);
+			result = inbox_result_transfer(value);
 	}
 	SPI_finish();
 

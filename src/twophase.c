@@ -279,9 +279,8 @@ twophase_row_answers(SPIPlanPtr plan, Datum *values, TimestampTz now,
 			bool		result_null;
 			Datum		stored = SPI_getbinval(row, desc, 4, &result_null);
 
-			/* out of SPI's memory, which SPI_finish frees */
 			if (!result_null)
-				result->result = SPI_datumTransfer(stored, false, -1);
+				result->result = inbox_result_transfer(stored);
 		}
 	}
 	else if (strcmp(state, "failed") == 0)

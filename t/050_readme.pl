@@ -161,7 +161,8 @@ END $d$;$f$, CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END,
 			CASE WHEN p.prokind = 'p' THEN ''
 				 ELSE 'RETURNS ' || replace(pg_get_function_result(p.oid), 'inbox.', 'public.') END,
 			p.proname,
-			CASE WHEN p.proretset OR p.proargmodes IS NOT NULL THEN '' ELSE 'NULL' END)
+			CASE WHEN p.proretset OR p.proargmodes IS NOT NULL OR p.prorettype = 'void'::regtype
+				 THEN '' ELSE 'NULL' END)
 		FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
 		WHERE p.prorettype NOT IN ('trigger'::regtype, 'event_trigger'::regtype)
 	) d});
