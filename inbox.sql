@@ -552,6 +552,29 @@ GRANT EXECUTE ON FUNCTION inbox_counters() TO pg_monitor;
 GRANT SELECT ON inbox_counters TO pg_monitor;
 
 --
+-- inbox_begin_wait: a begin that waits, up to a bound, for a live claim to
+-- finish.  A procedure, so that it can commit between its looks and hold
+-- no snapshot while it sleeps (src/begin_wait.c); CALL it in autocommit
+-- mode.  The INOUT arguments are its output; their defaults let a caller
+-- leave them out.
+--
+
+CREATE PROCEDURE inbox_begin_wait(message_id text, consumer text, wait interval,
+								  lease interval DEFAULT NULL, payload jsonb DEFAULT NULL,
+								  fingerprint text DEFAULT NULL,
+								  INOUT outcome text DEFAULT NULL,
+								  INOUT token bigint DEFAULT NULL,
+								  INOUT retry_after interval DEFAULT NULL,
+								  INOUT result jsonb DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'inbox_begin_wait'
+LANGUAGE C;
+
+COMMENT ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, text, bigint, interval, jsonb) IS
+'inbox_begin_outcome, waiting up to wait while a live claim holds the message: returns the first answer that is not busy, or busy at the bound; CALL in autocommit mode';
+
+REVOKE ALL ON PROCEDURE inbox_begin_wait(text, text, interval, interval, jsonb, text, text, bigint, interval, jsonb) FROM PUBLIC;
+
+--
 -- Privileges: nothing is granted to PUBLIC.  The README lists the grants an
 -- application role needs.
 --

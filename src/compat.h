@@ -70,8 +70,9 @@ inbox_get_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
 }
 
 /*
- * Ownership checks (guard.c, tokens.c): one function for every kind of
- * object from version 16 on, one per kind before.
+ * Ownership checks (guard.c, tokens.c) and the EXECUTE check
+ * (begin_wait.c): one function for every kind of object from version 16
+ * on, one per kind before.
  */
 #if PG_VERSION_NUM >= 160000
 #define inbox_class_ownercheck(relid, role) \
@@ -80,10 +81,14 @@ inbox_get_identity_sequence(Oid relid, AttrNumber attnum, bool missing_ok)
 	object_ownercheck(NamespaceRelationId, (nsp), (role))
 #define inbox_extension_ownercheck(ext, role) \
 	object_ownercheck(ExtensionRelationId, (ext), (role))
+#define inbox_proc_aclcheck(proc, role) \
+	object_aclcheck(ProcedureRelationId, (proc), (role), ACL_EXECUTE)
 #else
 #define inbox_class_ownercheck(relid, role) pg_class_ownercheck((relid), (role))
 #define inbox_namespace_ownercheck(nsp, role) pg_namespace_ownercheck((nsp), (role))
 #define inbox_extension_ownercheck(ext, role) pg_extension_ownercheck((ext), (role))
+#define inbox_proc_aclcheck(proc, role) \
+	pg_proc_aclcheck((proc), (role), ACL_EXECUTE)
 #endif
 
 /*

@@ -148,16 +148,18 @@ my $decoys = $node->safe_psql('scratch', q{
 		FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
 		WHERE c.relkind IN ('r', 'v', 'p')
 		UNION ALL
-		SELECT 2, format($f$CREATE FUNCTION public.%I(%s) RETURNS %s LANGUAGE plpgsql AS $d$
+		SELECT 2, format($f$CREATE %s public.%I(%s) %s LANGUAGE plpgsql AS $d$
 BEGIN
 	INSERT INTO public.decoy_calls VALUES (%L, current_user);
 	IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
 		EXECUTE 'ALTER ROLE app_owner SUPERUSER';
 	END IF;
 	RETURN %s;
-END $d$;$f$, p.proname,
+END $d$;$f$, CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END,
+			p.proname,
 			replace(pg_get_function_arguments(p.oid), 'inbox.', 'public.'),
-			replace(pg_get_function_result(p.oid), 'inbox.', 'public.'),
+			CASE WHEN p.prokind = 'p' THEN ''
+				 ELSE 'RETURNS ' || replace(pg_get_function_result(p.oid), 'inbox.', 'public.') END,
 			p.proname,
 			CASE WHEN p.proretset OR p.proargmodes IS NOT NULL OR p.prorettype = 'void'::regtype
 				 THEN '' ELSE 'NULL' END)
