@@ -580,9 +580,11 @@ claim_one(text *message_id, text *consumer, ClaimAnswer *answer)
 		/*
 		 * Without the probe, no read saw the old marker gone before the
 		 * floor was read: a prune may have deleted it and raised the floor
-		 * since (floor.c).
+		 * since (floor.c).  Under REPEATABLE READ the probe read with the
+		 * transaction's snapshot, which may predate the marker itself, so
+		 * its miss proves nothing either.
 		 */
-		if (answer->has_sent_at && !probe)
+		if (answer->has_sent_at && (!probe || IsolationUsesXactSnapshot()))
 			inbox_floor_recheck(&objects, consumer, answer->sent_at);
 		answer->outcome = CLAIM_CLAIMED;
 		return true;

@@ -439,7 +439,9 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 	 * A new claim of a message sent before the consumer's floor.  The read
 	 * above found no marker, so a prune that deleted one committed before
 	 * it, and raised the floor in the same transaction: the floor read now
-	 * (with a newer snapshot) is final, with no recheck (floor.c).
+	 * (with a newer snapshot) is final (floor.c).  Except under REPEATABLE
+	 * READ, where the read used the transaction's snapshot, which may
+	 * predate the marker: the claim below rechecks then.
 	 */
 	if (!exists && has_sent_at &&
 		inbox_floor_refuses(&objects, consumer, sent_at))
@@ -543,6 +545,10 @@ twophase_begin(FunctionCallInfo fcinfo, const char *caller,
 				 errdetail("It is claimed without a lease, or the table was changed; only a marker written past the functions can be."),
 				 errhint("Give it a lease_until, or set its state to released, by hand.")));
 	SPI_finish();
+
+	if (result->outcome == INBOX_OUTCOME_CLAIMED && has_sent_at &&
+		IsolationUsesXactSnapshot())
+		inbox_floor_recheck(&objects, consumer, sent_at);
 
 	/* The token is durable before the caller sees it (tokens.c). */
 	if (result->outcome == INBOX_OUTCOME_CLAIMED ||
