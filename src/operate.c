@@ -113,12 +113,20 @@ static InboxPlan state_plan;
 /*
  * operate_open
  *		Checks shared by every decision; resolves the extension's objects.
+ *		A superuser's decision is maintenance, as its inbox_prune() is: no
+ *		trigger fires in it (trust.c).  Returns the nest level to pass to
+ *		inbox_superuser_write_end once the decision is written.
  */
-static void
+static int
 operate_open(const char *caller, InboxObjects *objects)
 {
+	Relation	rel;
+	int			nestlevel;
+
 	PreventCommandIfReadOnly(caller);
-	table_close(inbox_open_table(RowExclusiveLock, objects), NoLock);
+	rel = inbox_open_table(RowExclusiveLock, objects);
+	nestlevel = inbox_superuser_write_begin(rel, caller);
+	table_close(rel, NoLock);
 	if (objects->table_in_citus)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -128,6 +136,7 @@ operate_open(const char *caller, InboxObjects *objects)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("extension \"%s\" is missing its token sequence",
 						INBOX_EXTENSION_NAME)));
+	return nestlevel;
 }
 
 /*
@@ -214,8 +223,9 @@ operate_one(text *message_id, text *consumer, text *reason,
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	int64		token;
 	bool		isnull;
+	int			nestlevel;
 
-	operate_open(caller, &objects);
+	nestlevel = operate_open(caller, &objects);
 	SPI_connect();
 	inbox_tokens_check(objects.token_sequence_oid);
 	if (reason == NULL)
@@ -240,6 +250,7 @@ operate_one(text *message_id, text *consumer, text *reason,
 	token = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 										SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
+	inbox_superuser_write_end(nestlevel);
 
 	/* As every draw: durable before anyone may see it (tokens.c). */
 	inbox_tokens_drawn(objects.token_sequence_oid, token);
@@ -266,6 +277,7 @@ operate_many(FunctionCallInfo fcinfo, text *consumer, text *reason,
 	Datum		values[8];
 	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	int32		max;
+	int			nestlevel;
 
 	inbox_arg_not_null(fcinfo, argno + 2, "max");
 	max = PG_GETARG_INT32(argno + 2);
@@ -275,7 +287,7 @@ operate_many(FunctionCallInfo fcinfo, text *consumer, text *reason,
 				 errmsg("max must be between 1 and %d", OPERATE_MAX)));
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	operate_open(caller, &objects);
+	nestlevel = operate_open(caller, &objects);
 	SPI_connect();
 	inbox_tokens_check(objects.token_sequence_oid);
 	if (reason == NULL)
@@ -320,6 +332,7 @@ operate_many(FunctionCallInfo fcinfo, text *consumer, text *reason,
 							 &column, &isnull);
 	}
 	SPI_finish();
+	inbox_superuser_write_end(nestlevel);
 }
 
 /*

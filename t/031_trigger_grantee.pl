@@ -173,6 +173,35 @@ is(decoys(), '', "which fired none of its triggers");
 is($node->safe_psql('shop', q{SELECT max_attempts FROM ext.inbox_consumers WHERE consumer = 'other'}),
 	'3', 'and configured the consumer');
 
+# A superuser's operator decisions (docs/operations.md) are maintenance
+# too: retry and discard, one by one and in bulk, fire none of the
+# triggers.  Failed claims inserted as found later.
+sub failed_claims
+{
+	$node->safe_psql(
+		'shop', q{
+		INSERT INTO ext.inbox (message_id, consumer, state, received_at, processed_at,
+							   token, attempts, last_error)
+			SELECT 'f-' || g, 'ops', 'failed', now() - interval '1 hour', now(),
+				nextval('ext.inbox_token_seq'), 5, 'boom'
+			FROM generate_series(1, 4) g;
+	});
+}
+failed_claims();
+$node->safe_psql('shop', q{
+	SELECT ext.inbox_retry('f-1', 'ops');
+	SELECT ext.inbox_discard('f-2', 'ops', 'refunded by hand');
+	SELECT count(*) FROM ext.inbox_retry_failed('ops', error_like => 'boom', max => 1);
+	SELECT count(*) FROM ext.inbox_discard_failed('ops', 'refunded by hand');
+});
+is($node->safe_psql('shop',
+		q{SELECT string_agg(state::text, ',' ORDER BY message_id) FROM ext.inbox WHERE consumer = 'ops'}),
+	'released,processed,released,processed', "a superuser's retries and discards apply");
+is(attacker_is_superuser(), 'f', "the attacker is not a superuser after a superuser's decisions");
+is(decoys(), '', "which fired none of its triggers");
+is($node->safe_psql('shop', 'SHOW session_replication_role'), 'origin',
+	"the superuser's session is left as it was");
+
 # Anyone else's pass fires the triggers with its own rights, like any of
 # its statements.
 work();
@@ -215,6 +244,9 @@ sub refused
 	($r, $o, $e) = $node->psql('shop', 'SELECT ext.inbox_prune()');
 	like($e, qr/inbox_prune\(\) refuses to run as a superuser: $pattern/,
 		"$what: a superuser's inbox_prune() refuses");
+	($r, $o, $e) = $node->psql('shop', q{SELECT ext.inbox_retry('job-1', 'jobs')});
+	like($e, qr/inbox_retry\(\) refuses to run as a superuser: $pattern/,
+		"$what: a superuser's inbox_retry() refuses");
 	is($node->safe_psql('shop',
 			q{SELECT count(*) FROM ext.inbox WHERE consumer = 'short' OR state = 'claimed'}),
 		'21', "$what: nothing pruned or reclaimed");
