@@ -20,7 +20,8 @@
  * commits between its looks: after SPI_commit it holds no snapshot, no
  * buffer pin and no lock while it sleeps.  Called in a transaction block
  * or from a function it could not commit, so it refuses (25001), as
- * VACUUM does.  The CALL is one statement, so it works through PgBouncer
+ * VACUUM does; and in a pipeline after other statements, which its first
+ * commit would commit before the client's Sync.  The CALL is one statement, so it works through PgBouncer
  * in transaction mode.
  *
  * Each look is a short transaction of its own.  The first runs the begin
@@ -445,6 +446,19 @@ inbox_begin_wait(PG_FUNCTION_ARGS)
 				 errmsg("inbox_begin_wait cannot run inside a transaction block"),
 				 errdetail("It commits between its looks at the claim, so that it holds no snapshot while it waits."),
 				 errhint("CALL it on its own, in autocommit mode, or call inbox_begin_outcome and retry after retry_after.")));
+
+	/*
+	 * In an extended-protocol pipeline, the statements sent before the CALL
+	 * share its transaction until the client's Sync; the first commit would
+	 * commit them early.  Core refuses its own such commands there alike
+	 * (PreventInTransactionBlock).
+	 */
+	if (MyXactFlags & XACT_FLAGS_PIPELINING)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("inbox_begin_wait cannot be executed within a pipeline"),
+				 errdetail("It commits between its looks at the claim, which would commit the statements sent before it."),
+				 errhint("Send it first in the pipeline, or sync before it.")));
 
 	/*
 	 * The arguments are copied (detoasted) into memory that outlives the
