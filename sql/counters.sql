@@ -55,6 +55,14 @@ SELECT outcome FROM inbox_claim_outcome('k-1', 'count-k', 'fp-b');
 SELECT outcome FROM inbox_begin_outcome('k-2', 'count-k', fingerprint => 'fp-a');
 SELECT outcome FROM inbox_begin_outcome('k-2', 'count-k', fingerprint => 'fp-b');
 
+-- A refusal counts for its consumer only when the caller can see the
+-- marker; naming a consumer that has none (or whose markers policies
+-- hide) adds no entry for it: the refusals count in the database's row.
+SELECT inbox_complete('x-1', 'count-nobody', 1) AS completed,
+	   inbox_extend('x-1', 'count-nobody', 1) AS extended,
+	   inbox_fail('x-1', 'count-nobody', 1, 'no') AS failed;
+SELECT count(*) AS nobody_rows FROM inbox_counters WHERE consumer = 'count-nobody';
+
 -- Maintenance counts in the database's own row (consumer NULL).
 UPDATE inbox SET lease_until = now() - interval '1 second' WHERE message_id = 't-3';
 SELECT inbox_reclaim();

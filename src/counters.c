@@ -16,8 +16,10 @@
  * One fixed-size shared hash holds an entry per (database, consumer) with
  * an atomic counter per InboxCounter, and one entry per database with no
  * consumer: the database's own row, which counts what a pass does across
- * consumers (pruned, reclaimed) and every consumer past
- * inbox.max_consumers_counted.  Entries are never removed while the server
+ * consumers (pruned, reclaimed), every consumer past
+ * inbox.max_consumers_counted, and the refusals of a marker the caller
+ * cannot see (twophase.c: anyone can name any consumer, so a made-up name
+ * must not take a consumer's slot).  Entries are never removed while the server
  * runs (a reset zeroes them), so each backend keeps the address of an
  * entry, found once, in a local hash by consumer name (and the last one
  * used in front of it; at most COUNTERS_CACHE_MAX names): after its first

@@ -160,11 +160,14 @@ static InboxPlan complete_result_plan;
 static InboxPlan completed_plan;
 static InboxPlan fail_plan;
 static InboxPlan next_plan;
+static InboxPlan marker_seen_plan;
 
 static Relation twophase_open(const char *caller, InboxObjects *objects);
 static Oid	twophase_token_sequence(const InboxObjects *objects);
 static bool twophase_changed_claim(SPIPlanPtr plan, Datum *values,
 								   const char *nulls);
+static text *twophase_refused_for(const InboxObjects *objects,
+								  Datum *values, text *consumer);
 
 /*
  * twophase_open
@@ -202,6 +205,33 @@ twophase_token_sequence(const InboxObjects *objects)
 						   INBOX_TOKEN_SEQ_NAME,
 						   NameStr(objects->schema_name))));
 	return objects->token_sequence_oid;
+}
+
+/*
+ * twophase_refused_for
+ *		Whose counter a refusal (a token that is not current) raises: the
+ *		consumer's when the caller can see the marker ($1, $2 of values),
+ *		the database's row (NULL) otherwise.  Anyone may name any consumer,
+ *		and a role that row-level security confines to its own would
+ *		otherwise add entries for made-up names, filling
+ *		inbox.max_consumers_counted, or raise another consumer's refusals
+ *		(counters.c).  Only a refusal pays this read.  The caller is
+ *		connected to SPI.
+ */
+static text *
+twophase_refused_for(const InboxObjects *objects, Datum *values,
+					 text *consumer)
+{
+	static Oid	argtypes[] = {TEXTOID, TEXTOID};
+	SPIPlanPtr	plan;
+
+	plan = inbox_plan(&marker_seen_plan, objects,
+					  "SELECT 1 FROM ONLY %1$s.inbox"
+					  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
+					  2, argtypes);
+	inbox_spi_run(plan, values, NULL, true, 1, SPI_OK_SELECT,
+				  "inbox marker read");
+	return SPI_processed == 1 ? consumer : NULL;
 }
 
 /*
@@ -672,6 +702,7 @@ inbox_extend(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	char		nulls[6];
 	bool		extended;
+	text	   *counted_for = consumer;
 
 	table_close(twophase_open("inbox_extend()", &objects), NoLock);
 	if (objects.table_in_citus)
@@ -696,9 +727,11 @@ inbox_extend(PG_FUNCTION_ARGS)
 	values[5] = IntervalPGetDatum(inbox_default_lease());
 
 	extended = twophase_changed_claim(plan, values, nulls);
+	if (!extended)
+		counted_for = twophase_refused_for(&objects, values, consumer);
 	SPI_finish();
 
-	PG_RETURN_BOOL(inbox_counted(extended, consumer, INBOX_COUNT_EXTENDED,
+	PG_RETURN_BOOL(inbox_counted(extended, counted_for, INBOX_COUNT_EXTENDED,
 								 INBOX_COUNT_EXTEND_REFUSED));
 }
 
@@ -725,6 +758,7 @@ inbox_complete(PG_FUNCTION_ARGS)
 	SPIPlanPtr	plan;
 	Datum		values[5];
 	bool		completed;
+	text	   *counted_for = consumer;
 
 	table_close(twophase_open("inbox_complete()", &objects), NoLock);
 	if (result != (Datum) 0)
@@ -772,10 +806,12 @@ inbox_complete(PG_FUNCTION_ARGS)
 		inbox_spi_run(plan, values, NULL, false, 1,
 					  SPI_OK_SELECT, "inbox_complete");
 		completed = SPI_processed == 1;
+		if (!completed)
+			counted_for = twophase_refused_for(&objects, values, consumer);
 	}
 	SPI_finish();
 
-	PG_RETURN_BOOL(inbox_counted(completed, consumer, INBOX_COUNT_COMPLETED,
+	PG_RETURN_BOOL(inbox_counted(completed, counted_for, INBOX_COUNT_COMPLETED,
 								 INBOX_COUNT_COMPLETE_REFUSED));
 }
 
@@ -801,6 +837,7 @@ inbox_fail(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	bool		failed;
 	bool		for_good = false;
+	text	   *counted_for = consumer;
 
 	table_close(twophase_open("inbox_fail()", &objects), NoLock);
 	if (objects.table_in_citus)
@@ -842,9 +879,11 @@ inbox_fail(PG_FUNCTION_ARGS)
 											  SPI_tuptable->tupdesc, 1,
 											  &isnull));
 	}
+	else
+		counted_for = twophase_refused_for(&objects, values, consumer);
 	SPI_finish();
 
-	inbox_count_fail(consumer, failed, for_good);
+	inbox_count_fail(counted_for, failed, for_good);
 	PG_RETURN_BOOL(failed);
 }
 
