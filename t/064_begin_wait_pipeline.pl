@@ -28,7 +28,7 @@ $node->pgbench(
 	'--no-vacuum --transactions=1 --client=1 --protocol=extended',
 	2,
 	[qr{processed: 0/1}],
-	[qr{inbox_begin_wait cannot be executed within a pipeline}],
+	[qr{aborted in command}],
 	'after another statement in a pipeline, inbox_begin_wait refuses',
 	{
 		'064_after_insert' => q{
@@ -38,6 +38,9 @@ CALL inbox_begin_wait('m-1', 'email', wait => '1 second');
 \endpipeline
 }
 	});
+# (pgbench 16 and later leave the server's message out of theirs.)
+ok($node->log_contains(qr/ERROR:  inbox_begin_wait cannot be executed within a pipeline/),
+	'with its error');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM orders'), '0',
 	'and the statement before it is not committed');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM inbox WHERE message_id = 'm-1'}),
