@@ -21,8 +21,11 @@
  * buffer pin and no lock while it sleeps.  Called in a transaction block
  * or from a function it could not commit, so it refuses (25001), as
  * VACUUM does; and in a pipeline after other statements, which its first
- * commit would commit before the client's Sync.  The CALL is one statement, so it works through PgBouncer
- * in transaction mode.
+ * commit would commit before the client's Sync.  Called by a procedure
+ * (or a DO block) that is itself called non-atomically, it commits the
+ * procedure's earlier work with its own, as a COMMIT there would.  The
+ * CALL is one statement, so it works through PgBouncer in transaction
+ * mode.
  *
  * Each look is a short transaction of its own.  The first runs the begin
  * (inbox_begin_outcome, found by its exact signature in the extension's

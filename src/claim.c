@@ -578,13 +578,14 @@ claim_one(text *message_id, text *consumer, ClaimAnswer *answer)
 	if (claimed)
 	{
 		/*
-		 * Without the probe, no read saw the old marker gone before the
-		 * floor was read: a prune may have deleted it and raised the floor
-		 * since (floor.c).  Under REPEATABLE READ the probe read with the
-		 * transaction's snapshot, which may predate the marker itself, so
-		 * its miss proves nothing either.
+		 * No read saw the old marker gone before the floor was read: the
+		 * probe reads with the caller's snapshot (the transaction's, or a
+		 * statement's that may have run for longer than the retention),
+		 * which may predate the marker itself, and without the probe there
+		 * was no read at all.  A prune may have deleted the marker and
+		 * raised the floor since (floor.c).
 		 */
-		if (answer->has_sent_at && (!probe || IsolationUsesXactSnapshot()))
+		if (answer->has_sent_at)
 			inbox_floor_recheck(&objects, consumer, answer->sent_at);
 		answer->outcome = CLAIM_CLAIMED;
 		return true;

@@ -21,15 +21,16 @@
  * look older: expired where it may not have needed to be.
  *
  * Concurrency: the floor is raised in the transaction that deletes the
- * markers, so a read with a statement's snapshot that found no marker of
- * the message (the probe, or inbox_begin's first read, under READ
- * COMMITTED) came after any prune that deleted it had committed, and a
- * later snapshot sees the raised floor: the floor read after it is final.
- * Under REPEATABLE READ that read may predate the marker itself, and a
- * claim that reads no marker before its INSERT (one the probe does not
- * serve: row-level security, privileges) reads none at all: both check
- * the floor, then insert; a prune that deletes the old marker and raises the
- * floor between the two lets the insert find no marker and succeed.  But
+ * markers, so a read with a snapshot of its own that found no marker of
+ * the message (inbox_begin's first read, under READ COMMITTED) came after
+ * any prune that deleted it had committed, and a later snapshot sees the
+ * raised floor: the floor read after it is final.  A read with an older
+ * snapshot (the probe reads with the caller's; inbox_begin's first read,
+ * under REPEATABLE READ, with the transaction's) may predate the marker
+ * itself, and a claim the probe does not serve (row-level security,
+ * privileges) reads none at all: they check the floor, then insert; a
+ * prune that deletes the old marker and raises the floor between the two
+ * lets the insert find no marker and succeed.  But
  * the prune then committed before the insert's unique check ended (the
  * check waits for a deleter still in progress), so a snapshot taken after
  * the insert sees the raised floor, at every isolation level:

@@ -215,8 +215,9 @@ twophase_token_sequence(const InboxObjects *objects)
  *		and a role that row-level security confines to its own would
  *		otherwise add entries for made-up names, filling
  *		inbox.max_consumers_counted, or raise another consumer's refusals
- *		(counters.c).  Only a refusal pays this read.  The caller is
- *		connected to SPI.
+ *		(counters.c).  Only a refusal pays this read.  On Citus, whose
+ *		paths read no marker, every refusal counts in the database's row.
+ *		The caller is connected to SPI.
  */
 static text *
 twophase_refused_for(const InboxObjects *objects, Datum *values,
@@ -229,7 +230,7 @@ twophase_refused_for(const InboxObjects *objects, Datum *values,
 					  "SELECT 1 FROM ONLY %1$s.inbox"
 					  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
 					  2, argtypes);
-	inbox_spi_run(plan, values, NULL, true, 1, SPI_OK_SELECT,
+	inbox_spi_run(plan, values, NULL, false, 1, SPI_OK_SELECT,
 				  "inbox marker read");
 	return SPI_processed == 1 ? consumer : NULL;
 }
@@ -706,10 +707,13 @@ inbox_extend(PG_FUNCTION_ARGS)
 
 	table_close(twophase_open("inbox_extend()", &objects), NoLock);
 	if (objects.table_in_citus)
-		PG_RETURN_BOOL(inbox_counted(inbox_citus_extend(&objects, message_id,
-														consumer, token, lease),
-									 consumer, INBOX_COUNT_EXTENDED,
+	{
+		extended = inbox_citus_extend(&objects, message_id, consumer, token,
+									  lease);
+		PG_RETURN_BOOL(inbox_counted(extended, extended ? consumer : NULL,
+									 INBOX_COUNT_EXTENDED,
 									 INBOX_COUNT_EXTEND_REFUSED));
+	}
 	SPI_connect();
 	plan = inbox_plan(&extend_plan, &objects,
 					  "UPDATE ONLY %1$s.inbox"
@@ -764,10 +768,13 @@ inbox_complete(PG_FUNCTION_ARGS)
 	if (result != (Datum) 0)
 		inbox_results_refused_on_citus(&objects, "a result");
 	if (objects.table_in_citus)
-		PG_RETURN_BOOL(inbox_counted(inbox_citus_complete(&objects, message_id,
-														  consumer, token),
-									 consumer, INBOX_COUNT_COMPLETED,
+	{
+		completed = inbox_citus_complete(&objects, message_id, consumer,
+										 token);
+		PG_RETURN_BOOL(inbox_counted(completed, completed ? consumer : NULL,
+									 INBOX_COUNT_COMPLETED,
 									 INBOX_COUNT_COMPLETE_REFUSED));
+	}
 
 	SPI_connect();
 	if (result == (Datum) 0)
@@ -844,7 +851,7 @@ inbox_fail(PG_FUNCTION_ARGS)
 	{
 		failed = inbox_citus_fail(&objects, message_id, consumer, token,
 								  error, &for_good);
-		inbox_count_fail(consumer, failed, for_good);
+		inbox_count_fail(failed ? consumer : NULL, failed, for_good);
 		PG_RETURN_BOOL(failed);
 	}
 	SPI_connect();

@@ -147,14 +147,15 @@ $node->reload;
 $node->poll_query_until('postgres',
 	qq{SELECT passes >= $passes + 2 FROM inbox_worker_status() WHERE database = 'postgres'});
 work();
-is($node->safe_psql('shop', 'SELECT ext.inbox_reclaim()'), '1',
-	"a superuser's inbox_reclaim() reclaims");
-is($node->safe_psql('shop', 'SELECT ext.inbox_prune()'), '20',
-	"a superuser's inbox_prune() prunes");
+is($node->safe_psql('shop', q{
+		SELECT ext.inbox_reclaim();
+		SELECT ext.inbox_prune();
+		SHOW session_replication_role;
+	}),
+	"1\n20\norigin",
+	"a superuser's inbox_reclaim() reclaims, its inbox_prune() prunes, and its session is left as it was");
 is(attacker_is_superuser(), 'f', "the attacker is not a superuser after a superuser's passes");
 is(decoys(), '', "and a superuser's passes fired none of its triggers");
-is($node->safe_psql('shop', 'SHOW session_replication_role'), 'origin',
-	"the superuser's session is left as it was");
 
 # The same for a superuser's inbox_configure(), which writes
 # inbox_consumers: the grantee has TRIGGER on that table too.
@@ -188,19 +189,32 @@ sub failed_claims
 	});
 }
 failed_claims();
-$node->safe_psql('shop', q{
+# In one session, with a refused decision (f-1 is no longer failed) rolled
+# back to a savepoint: the session's mode is origin after each.
+my ($rc, $decided, $refused) = $node->psql(
+	'shop', q{
 	SELECT ext.inbox_retry('f-1', 'ops');
 	SELECT ext.inbox_discard('f-2', 'ops', 'refunded by hand');
 	SELECT count(*) FROM ext.inbox_retry_failed('ops', error_like => 'boom', max => 1);
 	SELECT count(*) FROM ext.inbox_discard_failed('ops', 'refunded by hand');
-});
+	SHOW session_replication_role;
+	BEGIN;
+	SAVEPOINT s;
+	SELECT ext.inbox_retry('f-1', 'ops');
+	ROLLBACK TO s;
+	SHOW session_replication_role;
+	COMMIT;
+},
+	on_error_stop => 0);
+like($refused, qr/marker of message "f-1" for consumer "ops" is not a failed claim/,
+	'a decision on a claim that is not failed is refused');
+is($decided, "\n\n1\n1\norigin\norigin",
+	"the superuser's session is left as it was, after a refused decision too");
 is($node->safe_psql('shop',
 		q{SELECT string_agg(state::text, ',' ORDER BY message_id) FROM ext.inbox WHERE consumer = 'ops'}),
 	'released,processed,released,processed', "a superuser's retries and discards apply");
 is(attacker_is_superuser(), 'f', "the attacker is not a superuser after a superuser's decisions");
 is(decoys(), '', "which fired none of its triggers");
-is($node->safe_psql('shop', 'SHOW session_replication_role'), 'origin',
-	"the superuser's session is left as it was");
 
 # Anyone else's pass fires the triggers with its own rights, like any of
 # its statements.

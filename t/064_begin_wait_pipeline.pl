@@ -21,9 +21,12 @@ $node->start;
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION inbox;
 	CREATE TABLE orders (id integer);
+	SELECT inbox_begin('m-1', 'email', interval '5 minutes');
 });
 
-# A pipeline: an INSERT, then the CALL, then Sync.
+# A pipeline: an INSERT, then the CALL, which waits for the live claim on
+# m-1 (and would commit between its looks), then a statement that fails,
+# then Sync: nothing of it may be committed.
 $node->pgbench(
 	'--no-vacuum --transactions=1 --client=1 --protocol=extended',
 	2,
@@ -35,6 +38,7 @@ $node->pgbench(
 \startpipeline
 INSERT INTO orders VALUES (1);
 CALL inbox_begin_wait('m-1', 'email', wait => '1 second');
+SELECT 1 / 0;
 \endpipeline
 }
 	});
@@ -43,8 +47,8 @@ ok($node->log_contains(qr/ERROR:  inbox_begin_wait cannot be executed within a p
 	'with its error');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM orders'), '0',
 	'and the statement before it is not committed');
-is($node->safe_psql('postgres', q{SELECT count(*) FROM inbox WHERE message_id = 'm-1'}),
-	'0', 'nor a claim');
+is($node->safe_psql('postgres', q{SELECT state FROM inbox WHERE message_id = 'm-1'}),
+	'claimed', 'and the claim it waited for is as it was');
 
 # First in a pipeline, it commits nothing of anyone else's: it runs.
 $node->pgbench(
