@@ -13,18 +13,17 @@
  * consumer acted on, and counting at commit would need a transaction
  * callback and a list of pending counts on every claim.
  *
- * One fixed-size shared hash holds an entry per (database, consumer) with
- * an atomic counter per InboxCounter, and one entry per database with no
+ * One fixed-size shared hash holds an entry per (database, consumer) with an
+ * atomic counter per InboxCounter, and one entry per database with no
  * consumer: the database's own row, which counts what a pass does across
  * consumers (pruned, reclaimed), every consumer past
- * inbox.max_consumers_counted, and the refusals of a marker the caller
- * cannot see (twophase.c: anyone can name any consumer, so a made-up name
- * must not take a consumer's slot).  Entries are never removed while the server
- * runs (a reset zeroes them), so each backend keeps the address of an
- * entry, found once, in a local hash by consumer name (and the last one
- * used in front of it; at most COUNTERS_CACHE_MAX names): after its first
- * claim of a consumer, a backend counts with a local lookup and an atomic
- * add, without a lock.
+ * inbox.max_consumers_counted, and the refusals of a marker the caller cannot
+ * see (twophase.c: anyone can name any consumer, so a made-up name must not
+ * take a consumer's slot).  Entries are never removed while the server runs
+ * (a reset zeroes them), so each backend keeps the address of an entry, found
+ * once, in a local hash by consumer name (and the last one used in front of
+ * it; at most COUNTERS_CACHE_MAX names): after its first claim of a consumer,
+ * a backend counts with a local lookup and an atomic add, without a lock.
  *
  * Kept across a clean restart, as PostgreSQL keeps its statistics: the
  * postmaster writes the entries to pg_stat/inbox_counters.stat as it

@@ -7,9 +7,9 @@
  * Autovacuum is the model (docs/security.md).  A pass by the background
  * worker, or by a superuser's inbox_prune() or inbox_reclaim(), and a
  * superuser's inbox_configure() or operator decision (operate.c), runs
- * with session_replication_role = replica, so that no ordinary trigger fires:
- * a role with the TRIGGER privilege on the table (GRANT ALL includes it)
- * could otherwise attach its own function and have it run as a superuser.
+ * with session_replication_role = replica, so that no ordinary trigger fires: a
+ * role with the TRIGGER privilege on the table (GRANT ALL includes it) could
+ * otherwise attach its own function and have it run as a superuser.
  * What would still fire in that mode (a trigger or rule enabled ALWAYS or
  * REPLICA), and what the mode would silently skip that the data relies on
  * (a foreign key's triggers) or that changes what the statement does (a
