@@ -21,20 +21,20 @@
  * look older: expired where it may not have needed to be.
  *
  * Concurrency: the floor is raised in the transaction that deletes the
- * markers, so a read with a snapshot of its own that found no marker of the message
- * (inbox_begin's first read, under READ COMMITTED) came after any prune that
- * deleted it had committed, and a later snapshot sees the raised floor: the
- * floor read after it is final.  A read with an older snapshot (the probe
- * reads with the caller's; inbox_begin's first read, under REPEATABLE READ,
- * with the transaction's) may predate the marker itself, and a claim the
- * probe does not serve (row-level security, privileges) reads none at all:
- * they check the floor, then insert; a prune that deletes the old marker and
- * raises the floor between the two lets the insert find no marker and
- * succeed.  But the prune then committed before the insert's unique check
- * ended (the check waits for a deleter still in progress), so a snapshot
- * taken after the insert sees the raised floor, at every isolation level:
- * inbox_floor_recheck reads it so, and raises a serialization failure if the
- * floor now covers the message; the caller's retry answers expired
+ * markers, so a read with a snapshot of its own that found no marker of the
+ * message (inbox_begin's first read, under READ COMMITTED) came after any
+ * prune that deleted it had committed, and a later snapshot sees the raised
+ * floor: the floor read after it is final.  A read with an older snapshot
+ * (the probe reads with the caller's; inbox_begin's first read, under
+ * REPEATABLE READ, with the transaction's) may predate the marker itself, and
+ * a claim the probe does not serve (row-level security, privileges) reads
+ * none at all: they check the floor, then insert; a prune that deletes the
+ * old marker and raises the floor between the two lets the insert find no
+ * marker and succeed.  But the prune then committed before the insert's
+ * unique check ended (the check waits for a deleter still in progress), so a
+ * snapshot taken after the insert sees the raised floor, at every isolation
+ * level: inbox_floor_recheck reads it so, and raises a serialization failure
+ * if the floor now covers the message; the caller's retry answers expired
  * (specs/floor-race.spec).  Both reads use the latest snapshot, never the
  * transaction's: under REPEATABLE READ a snapshot older than the prune would
  * miss the floor.

@@ -6,18 +6,18 @@
  *
  * Autovacuum is the model (docs/security.md).  A pass by the background
  * worker, or by a superuser's inbox_prune() or inbox_reclaim(), and a
- * superuser's inbox_configure() or operator decision (operate.c), runs
- * with session_replication_role = replica, so that no ordinary trigger fires: a
+ * superuser's inbox_configure() or operator decision (operate.c), runs with
+ * session_replication_role = replica, so that no ordinary trigger fires: a
  * role with the TRIGGER privilege on the table (GRANT ALL includes it) could
- * otherwise attach its own function and have it run as a superuser.
- * What would still fire in that mode (a trigger or rule enabled ALWAYS or
- * REPLICA), and what the mode would silently skip that the data relies on
- * (a foreign key's triggers) or that changes what the statement does (a
- * rule), make the pass refuse to run instead (inbox_replica_refusal), on
- * the inbox table and on inbox_floors, which a prune writes too.
- * Only the table's owner, a superuser, can enable a trigger ALWAYS or add
- * a rule, and a foreign key needs the REFERENCES privilege; refusing them
- * all keeps the rule short: in a pass, nothing fires.
+ * otherwise attach its own function and have it run as a superuser.  What
+ * would still fire in that mode (a trigger or rule enabled ALWAYS or
+ * REPLICA), and what the mode would silently skip that the data relies on (a
+ * foreign key's triggers) or that changes what the statement does (a rule),
+ * make the pass refuse to run instead (inbox_replica_refusal), on the inbox
+ * table and on inbox_floors, which a prune writes too.  Only the table's
+ * owner, a superuser, can enable a trigger ALWAYS or add a rule, and a
+ * foreign key needs the REFERENCES privilege; refusing them all keeps the
+ * rule short: in a pass, nothing fires.
  *
  * Settings: every pass pins the settings its statements depend on
  * (inbox_pin_pass_settings), so that neither a session's nor a database's
