@@ -542,7 +542,7 @@ inbox_citus_fail(const InboxObjects *objects, text *message_id,
 					  " processed_at = CASE WHEN attempts" INBOX_GE "$5 THEN $6 END,"
 					  " last_error = $4, lease_until = NULL"
 					  CLAIM_WITH_TOKEN IS_CLAIMED
-					  " RETURNING state::pg_catalog.text" INBOX_EQ "'failed'",
+					  " RETURNING processed_at IS NOT NULL",
 					  6, argtypes);
 	values[0] = PointerGetDatum(message_id);
 	values[1] = PointerGetDatum(consumer);
@@ -557,6 +557,11 @@ inbox_citus_fail(const InboxObjects *objects, text *message_id,
 	{
 		bool		isnull;
 
+		/*
+		 * Failed for good exactly when processed_at was set.  Not
+		 * state::text = 'failed': Citus allows only immutable functions in
+		 * RETURNING, and the enum's output function is stable.
+		 */
 		*for_good = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 											   SPI_tuptable->tupdesc, 1,
 											   &isnull));
