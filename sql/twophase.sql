@@ -131,8 +131,9 @@ FROM inbox WHERE token IS NOT NULL;
 -- A step on a claim finds it by its key, one lookup however many claims
 -- are open: no statement may use the partial indexes, which hold every open
 -- (or processed) marker of the consumer.  Counted by the statistics: one
--- lookup per statement, and a refusal's one more, which finds out whose
--- counter it raises (twophase_refused_for).
+-- lookup per statement (a completion that changed nothing reads the marker
+-- again; a refused extend or fail reads it to find out whose counter the
+-- refusal raises: twophase_refused_for).
 CREATE FUNCTION index_scans(index_name name) RETURNS bigint
 LANGUAGE sql AS $$
 	SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = index_name

@@ -803,18 +803,32 @@ inbox_complete(PG_FUNCTION_ARGS)
 	 * A repeat: already processed under this very token.  A separate
 	 * statement, so that under READ COMMITTED it sees a completion that a
 	 * concurrent repeat committed while our UPDATE waited for its row lock.
+	 * It reads the marker by its key alone, so that it also tells whose
+	 * counter a refusal raises (as twophase_refused_for does for the
+	 * others): none visible, the database's row.
 	 */
 	if (!completed)
 	{
+		bool		isnull;
+
 		plan = inbox_plan(&completed_plan, &objects,
-						  "SELECT 1 FROM ONLY %1$s.inbox"
-						  CLAIM_WITH_TOKEN STATE_IS("processed"),
+						  "SELECT token" INBOX_EQ "$3"
+						  " AND state::pg_catalog.text" INBOX_EQ "'processed'"
+						  " FROM ONLY %1$s.inbox"
+						  " WHERE message_id" INBOX_EQ "$1 AND consumer" INBOX_EQ "$2",
 						  3, argtypes);
 		inbox_spi_run(plan, values, NULL, false, 1,
 					  SPI_OK_SELECT, "inbox_complete");
-		completed = SPI_processed == 1;
-		if (!completed)
-			counted_for = twophase_refused_for(&objects, values, consumer);
+		if (SPI_processed == 1)
+		{
+			Datum		repeat = SPI_getbinval(SPI_tuptable->vals[0],
+											   SPI_tuptable->tupdesc, 1,
+											   &isnull);
+
+			completed = !isnull && DatumGetBool(repeat);
+		}
+		else
+			counted_for = NULL;
 	}
 	SPI_finish();
 

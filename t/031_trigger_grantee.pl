@@ -177,21 +177,17 @@ is($node->safe_psql('shop', q{SELECT max_attempts FROM ext.inbox_consumers WHERE
 # A superuser's operator decisions (docs/operations.md) are maintenance
 # too: retry and discard, one by one and in bulk, fire none of the
 # triggers.  Failed claims inserted as found later.
-sub failed_claims
-{
-	$node->safe_psql(
-		'shop', q{
-		INSERT INTO ext.inbox (message_id, consumer, state, received_at, processed_at,
-							   token, attempts, last_error)
-			SELECT 'f-' || g, 'ops', 'failed', now() - interval '1 hour', now(),
-				nextval('ext.inbox_token_seq'), 5, 'boom'
-			FROM generate_series(1, 4) g;
-	});
-}
-failed_claims();
+$node->safe_psql(
+	'shop', q{
+	INSERT INTO ext.inbox (message_id, consumer, state, received_at, processed_at,
+						   token, attempts, last_error)
+		SELECT 'f-' || g, 'ops', 'failed', now() - interval '1 hour', now(),
+			nextval('ext.inbox_token_seq'), 5, 'boom'
+		FROM generate_series(1, 4) g;
+});
 # In one session, with a refused decision (f-1 is no longer failed) rolled
 # back to a savepoint: the session's mode is origin after each.
-my ($rc, $decided, $refused) = $node->psql(
+my (undef, $decided, $refused) = $node->psql(
 	'shop', q{
 	SELECT ext.inbox_retry('f-1', 'ops');
 	SELECT ext.inbox_discard('f-2', 'ops', 'refunded by hand');
